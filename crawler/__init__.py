@@ -1,0 +1,1 @@
+"""The Shoal crawler: a Scrapy project whose scheduler pulls from the shared Redis frontier."""

@@ -1,0 +1,79 @@
+"""Between Scrapy requests and the frontier's stored requests."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from scrapy import Request, Spider
+
+from crawler.meta import INHERITED, LEASE, passthrough
+from utils import crawl_request
+from utils.domains import url_domain
+from utils.fingerprint import fingerprint
+from utils.frontier import Lease, NewRequest
+
+_COOKIE_PAIR = re.compile(r"([^=;\s][^=;]*)=([^;]*)")
+
+
+def parse_cookie(cookie: str | dict[str, str] | None) -> dict[str, str]:
+    """Scrapy Cluster's cookie string `k=v; k2=v2` as a dict (a dict is taken as it is)."""
+    if not cookie:
+        return {}
+    if isinstance(cookie, dict):
+        return dict(cookie)
+    return {k.strip(): v.strip() for k, v in _COOKIE_PAIR.findall(cookie)}
+
+
+def request_from_lease(lease: Lease, spider: Spider) -> Request:
+    """The Scrapy request of a leased record; the lease rides along in meta until the ack."""
+    rec = crawl_request.from_record(lease.record)
+    headers = dict(rec.get("headers") or {})
+    if rec.get("useragent"):
+        headers["User-Agent"] = rec["useragent"]
+    meta: dict[str, Any] = {key: rec[key] for key in INHERITED if key in rec}
+    meta.update(request_id=rec["request_id"], attempt=rec.get("attempt", 0), url=rec["url"], ts=rec.get("ts"))
+    meta[LEASE] = lease
+    if rec.get("proxy"):
+        meta["proxy"] = rec["proxy"]
+    callback = getattr(spider, rec.get("callback") or "parse")
+    return Request(
+        rec["url"],
+        method=rec.get("method") or "GET",
+        headers=headers,
+        body=rec.get("body"),
+        cookies=dict(parse_cookie(rec.get("cookie"))),  # type: ignore[arg-type]
+        meta=meta,
+        callback=callback,
+        errback=getattr(spider, "errback", None),
+        dont_filter=True,  # the frontier's dupefilter already ran
+    )
+
+
+def new_request(request: Request, spider: Spider) -> NewRequest | None:
+    """The frontier entry of a request a spider yielded; None if it has no host to queue under."""
+    meta = request.meta
+    domain = url_domain(request.url)
+    if not domain:
+        return None
+    record: dict[str, Any] = passthrough(meta)
+    record.update(url=request.url, spiderid=meta.get("spiderid") or spider.name)
+    record.setdefault("priority", 1)
+    record.setdefault("curdepth", 0)
+    if request.method != "GET":
+        record["method"] = request.method
+        if request.body:
+            record["body"] = request.body.decode("utf-8", "replace")
+    if request.callback is not None and getattr(request.callback, "__name__", "parse") != "parse":
+        record["callback"] = request.callback.__name__
+    record = crawl_request.to_record(record)
+    return NewRequest(
+        spiderid=record["spiderid"],
+        domain=domain,
+        priority=int(record["priority"]),
+        appid=str(record["appid"]),
+        crawlid=str(record["crawlid"]),
+        payload=crawl_request.encode(record),
+        fingerprint=None if request.dont_filter else fingerprint(request.url, request.method, request.body),
+        max_pages=int(record.get("domain_max_pages") or 0),
+    )

@@ -1,0 +1,95 @@
+"""The crawled-page message of API.md (Scrapy Cluster's §3.6 plus Shoal's fields)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Any
+
+from scrapy.http import Headers, Request, Response, TextResponse
+
+from crawler.meta import LEASE
+
+
+def header_dict(headers: Headers) -> dict[str, list[str]]:
+    """Scrapy headers as `{name: [values]}` text (Scrapy Cluster's reconstruct_headers)."""
+    return {
+        name.decode("latin-1"): [value.decode("latin-1") for value in values]
+        for name, values in headers.items()
+    }
+
+
+def status_message(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def page_message(response: Response, base64_bodies: bool = False) -> dict[str, Any]:
+    """Every field of the page message but `links` and `timestamp` (set by spider and pipeline)."""
+    request = response.request
+    meta = response.meta
+    message: dict[str, Any] = {
+        "url": request.url if request is not None else response.url,
+        "response_url": response.url,
+        "status_code": response.status,
+        "status_msg": status_message(response.status),
+        "response_headers": header_dict(response.headers),
+        "request_headers": header_dict(request.headers) if request is not None else {},
+        "links": [],
+        **identity(meta),
+        "success": True,
+    }
+    message.update(body_fields(response, base64_bodies))
+    return message
+
+
+def failure_message(request: Request, error: str, status: int | None = None) -> dict[str, Any]:
+    """The page message of a request that finally failed: `success` false and the `exception`."""
+    return {
+        "url": request.url,
+        "response_url": request.url,
+        "status_code": status,
+        "status_msg": status_message(status) if status else "",
+        "response_headers": {},
+        "request_headers": header_dict(request.headers),
+        "body": None,
+        "encoding": None,
+        "links": [],
+        **identity(request.meta),
+        "success": False,
+        "exception": error,
+    }
+
+
+def identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """The fields that tie a page to its crawl and request."""
+    lease = meta.get(LEASE)
+    return {
+        "appid": meta.get("appid"),
+        "crawlid": meta.get("crawlid"),
+        "spiderid": meta.get("spiderid"),
+        "attrs": meta.get("attrs"),
+        "request_id": meta.get("request_id") or (lease.request_id if lease else None),
+        "attempt": meta.get("attempt", 0),
+        "curdepth": meta.get("curdepth", 0),
+    }
+
+
+def body_fields(response: Response, base64_bodies: bool) -> dict[str, Any]:
+    """Text bodies as text; binary bodies (and every body with KAFKA_BASE_64_ENCODE) as base64."""
+    if isinstance(response, TextResponse) and not base64_bodies:
+        return {"body": response.text, "encoding": response.encoding}
+    encoding = response.encoding if isinstance(response, TextResponse) else None
+    return {
+        "body": base64.b64encode(response.body).decode("ascii"),
+        "body_encoding": "base64",
+        "encoding": encoding,
+    }
+
+
+def timestamp() -> str:
+    """UTC ISO-8601 without zone, as Scrapy Cluster's `datetime.utcnow().isoformat()`."""
+    return datetime.now(UTC).replace(tzinfo=None).isoformat()

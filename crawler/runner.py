@@ -1,0 +1,26 @@
+"""Runs one spider process: `shoal crawl --spider link`."""
+
+from __future__ import annotations
+
+import logging
+
+from scrapy.crawler import CrawlerProcess
+
+from crawler.spiders import SPIDERS
+from utils.settings import Settings
+
+
+def scrapy_settings(settings: Settings) -> dict[str, object]:
+    """The Scrapy settings of a Shoal crawler: the add-on derives everything from `SHOAL`."""
+    return {"ADDONS": {"crawler.addon.ShoalAddon": 0}, "SHOAL": settings, "LOG_INSTALL_ROOT_HANDLER": False}
+
+
+def run(settings: Settings, spider: str = "link") -> None:
+    """Crawl until SIGTERM/SIGINT (a second signal forces the stop)."""
+    if spider not in SPIDERS:
+        raise SystemExit(f"unknown spider {spider!r}; known: {', '.join(sorted(SPIDERS))}")
+    process = CrawlerProcess(scrapy_settings(settings))
+    # Scrapy's default logging config puts its own loggers at DEBUG; Shoal's LOG_LEVEL rules.
+    logging.getLogger("scrapy").setLevel(settings.get_str("LOG_LEVEL").upper())
+    process.crawl(SPIDERS[spider])
+    process.start()

@@ -1,0 +1,1 @@
+"""The kafka monitor: validates incoming requests and writes them into Redis."""

@@ -1,0 +1,1 @@
+"""Kafka monitor plugins: one JSON Schema and one handler per request kind."""

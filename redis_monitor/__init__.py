@@ -1,0 +1,1 @@
+"""The redis monitor: carries out actions, answers stats requests, expires crawls, reaps leases."""

@@ -1,0 +1,1 @@
+"""The REST gateway (Scrapy Cluster's rest service, port 5343)."""

@@ -1,0 +1,134 @@
+"""Session-wide real services on free ports, and per-test unique names so tests never collide.
+
+A service that does not start fails the tests that need it, with its log; it is never skipped.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from kazoo.client import KazooClient
+
+from tests.support.cluster import TestCluster, next_database
+from tests.support.kafka import TopicReader
+from utils.services import LocalServices, ServiceError, start_local_services
+
+MARKERS = {
+    "integration": "needs the real Redis, ZooKeeper and broker of the session fixture",
+    "e2e": "runs the whole cluster under supervisord against the generated site",
+    "slow": "takes more than a few seconds",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+
+
+def _start_or_explain(run_dir: Path) -> LocalServices | str:
+    """The started services, or why they did not start (with the failing service's log tail)."""
+    try:
+        return start_local_services(run_dir)
+    except ServiceError as exc:
+        return f"local services did not start:\n{exc}"
+
+
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
+    """Redis, ZooKeeper and the broker on free ports for the whole session, stopped at its end."""
+    started = _start_or_explain(tmp_path_factory.mktemp("services"))
+    if isinstance(started, str):
+        pytest.fail(started, pytrace=False)  # outside the except: no chained traceback to read past
+    with started:
+        yield started
+
+
+@pytest.fixture
+def key_prefix() -> str:
+    """A Redis key prefix (and ZooKeeper path segment) unique to this test, e.g. `t1a2b3c4d`."""
+    return f"t{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def unique_topic_prefix() -> str:
+    """A Kafka topic prefix (and group id stem) unique to this test, e.g. `test1a2b3c4d`."""
+    return f"test{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def redis_client(services: LocalServices) -> Iterator[redis.Redis]:
+    """A bytes-returning client of the session Redis; nothing is flushed, use `key_prefix`."""
+    client = redis.Redis(
+        host=services.redis.host, port=services.redis.port, decode_responses=False,
+        socket_timeout=5, socket_connect_timeout=5,
+    )  # fmt: skip
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def redis_db(services: LocalServices) -> Iterator[redis.Redis]:
+    """A client of a Redis database of its own (empty), for tests that inspect whole keyspaces."""
+    client = redis.Redis(host=services.redis.host, port=services.redis.port, db=next_database())
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def zk_client(services: LocalServices) -> Iterator[KazooClient]:
+    """A started kazoo client of the session ZooKeeper, stopped and closed after the test."""
+    client = KazooClient(hosts=services.zookeeper.address, timeout=6.0)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def kafka_bootstrap(services: LocalServices) -> str:
+    """The session broker's bootstrap address, `127.0.0.1:PORT`."""
+    return services.broker.address
+
+
+@pytest.fixture
+def cluster(services: LocalServices, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[TestCluster]:
+    """Per-test settings (own Redis DB, topics, group, ZooKeeper path) and component processes.
+
+    Every process still running at the end is stopped with SIGTERM; when the test failed, the tail
+    of each component's log is printed.
+    """
+    test_cluster = TestCluster(services, tmp_path, **getattr(request, "param", {}))
+    yield test_cluster
+    test_cluster.stop_all()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print("\n".join(test_cluster.logs()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Keep each phase's report on the test item, so fixtures can see whether the test failed."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+@pytest.fixture
+def topic_reader(cluster: TestCluster) -> Iterator[Callable[[str], TopicReader]]:
+    """`topic_reader("outbound_firehose")`: a reader of one of this test's topics, from its start."""
+    readers: list[TopicReader] = []
+
+    def open_reader(suffix: str) -> TopicReader:
+        reader = TopicReader(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.topic(suffix))
+        readers.append(reader)
+        return reader
+
+    yield open_reader
+    for reader in readers:
+        reader.close()

@@ -1,0 +1,140 @@
+"""The frontier's Lua scripts on a real Redis: filters, global priority, FIFO, throttle, leases, acks."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from utils import crawl_request, keys
+from utils.fingerprint import fingerprint
+from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy
+
+pytestmark = pytest.mark.integration
+OPEN = ThrottlePolicy(hits=0)  # unthrottled
+
+
+def new(
+    url: str, domain: str, priority: int = 1, crawlid: str = "c1", seed: bool = False, **kw
+) -> NewRequest:
+    record = crawl_request.to_record(
+        {"url": url, "appid": "app", "crawlid": crawlid, "spiderid": "link", "priority": priority}
+    )
+    return NewRequest("link", domain, priority, "app", crawlid, crawl_request.encode(record),
+                      fingerprint(url), seed=seed, **kw)  # fmt: skip
+
+
+@pytest.fixture
+def frontier(redis_db: redis.Redis) -> Frontier:
+    return Frontier(redis_db, lease_timeout=30)
+
+
+def progress(client: redis.Redis, crawlid: str = "c1") -> dict[str, int]:
+    raw = client.hgetall(keys.crawl_progress("link", "app", crawlid))
+    return {
+        k.decode(): int(float(v))
+        for k, v in raw.items()
+        if k.decode() not in {"spiderid", "appid", "crawlid"}
+    }
+
+
+def urls(frontier: Frontier, n: int = 50, policy: ThrottlePolicy = OPEN) -> list[str]:
+    return [lease.record["url"] for lease in frontier.pop("link", n, policy).leases]
+
+
+def test_queue_keys_keep_scrapy_cluster_names_and_scores(frontier: Frontier, redis_db: redis.Redis) -> None:
+    assert frontier.enqueue([new("http://a.com/1", "a.com", priority=90)]) == ["queued"]
+    ((member, score),) = redis_db.zrange(keys.queue("link", "a.com"), 0, -1, withscores=True)
+    assert score == -90
+    stored = crawl_request.decode(redis_db.hget(keys.payloads("link", "a.com"), member))
+    assert stored["url"] == "http://a.com/1"
+    assert redis_db.zscore(keys.heads("link"), "a.com") == -90
+    assert redis_db.sismember(keys.SPIDERS, "link")
+
+
+def test_priority_is_global_across_domains_and_fifo_within_a_priority(frontier: Frontier) -> None:
+    frontier.enqueue([new("http://a.com/low", "a.com", 5)])
+    frontier.enqueue([new("http://b.com/first", "b.com", 50)])
+    frontier.enqueue([new("http://a.com/second", "a.com", 50)])
+    frontier.enqueue([new("http://c.com/third", "c.com", 50), new("http://b.com/fourth", "b.com", 50)])
+    assert urls(frontier) == [
+        "http://b.com/first", "http://a.com/second", "http://c.com/third", "http://b.com/fourth", "http://a.com/low",
+    ]  # fmt: skip
+
+
+def test_duplicates_page_limits_and_stopped_crawls_are_dropped_and_counted(
+    frontier: Frontier, redis_db: redis.Redis
+) -> None:
+    assert frontier.enqueue([new("http://a.com/", "a.com", seed=True)]) == ["queued"]
+    statuses = frontier.enqueue(
+        [new("http://a.com/", "a.com"), new("http://a.com/1", "a.com", max_pages=2),
+         new("http://a.com/2", "a.com", max_pages=2), new("http://a.com/3", "a.com", max_pages=2)]
+    )  # fmt: skip
+    assert statuses == ["duplicate", "queued", "queued", "page_limit"]
+    redis_db.zadd(keys.stopped("link"), {"app||c1": time.time() + 60})
+    assert frontier.enqueue([new("http://a.com/4", "a.com")]) == ["blacklist"]
+    assert frontier.enqueue([new("http://a.com/5", "a.com", seed=True)]) == ["queued"]  # seeds always queue
+    counts = progress(redis_db)
+    assert counts["queued"] == counts["enqueued"] == 4
+    assert (counts["dropped_duplicate"], counts["dropped_page_limit"], counts["dropped_blacklist"]) == (
+        1,
+        1,
+        1,
+    )
+    assert redis_db.ttl(keys.dupefilter("link", "c1")) > 0
+
+
+def test_a_replayed_kafka_offset_is_not_queued_twice(frontier: Frontier) -> None:
+    first = new("http://a.com/x", "a.com", seed=True, offset_key="shoal:ingest:t:0", offset=7)
+    assert frontier.enqueue([first]) == ["queued"]
+    assert frontier.enqueue([first, new("http://a.com/y", "a.com", seed=True, offset_key="shoal:ingest:t:0",
+                                        offset=8)]) == ["replayed", "queued"]  # fmt: skip
+
+
+def test_pop_leases_and_ack_settles_exactly_once(frontier: Frontier, redis_db: redis.Redis) -> None:
+    frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(3)])
+    leases = frontier.pop("link", 2, OPEN).leases
+    assert len(leases) == 2
+    deadlines = redis_db.zrange(keys.inflight("link"), 0, -1, withscores=True)
+    assert len(deadlines) == 2
+    assert all(d > time.time() + 20 for _, d in deadlines)
+    assert progress(redis_db)["inflight"] == 2
+    assert frontier.ack([Ack.of(leases[0]), Ack.of(leases[1], "failed")]) == ["acked", "acked"]
+    assert frontier.ack([Ack.of(leases[0])]) == ["unknown"]
+    counts = progress(redis_db)
+    assert (counts["queued"], counts["inflight"], counts["crawled"], counts["failed"]) == (1, 0, 1, 1)
+    assert redis_db.hlen(keys.payloads("link", "a.com")) == 1
+    assert redis_db.scard(keys.crawl_index("link", "app", "c1")) == 1
+
+
+def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_on_pops(
+    frontier: Frontier, redis_db: redis.Redis
+) -> None:
+    frontier.enqueue([new(f"http://a.com/{i}", "a.com", 90) for i in range(5)])
+    frontier.enqueue([new(f"http://b.com/{i}", "b.com", 1) for i in range(5)])
+    policy = ThrottlePolicy(key_prefix="link:", hits=2, window=60, moderated=False)
+    got = urls(frontier, 10, policy)
+    assert got == ["http://a.com/0", "http://a.com/1", "http://b.com/0", "http://b.com/1"]
+    assert redis_db.zcard(keys.throttle_window("link:a.com")) == 2
+    popped = frontier.pop("link", 10, policy)
+    assert popped.leases == []
+    assert popped.retry_after is not None
+    assert 55 < popped.retry_after <= 60
+    redis_db.delete(keys.throttle_window("link:c.com"))
+    assert (
+        frontier.pop(
+            "link", 1, ThrottlePolicy(hits=2, window=60, blacklist=frozenset({"a.com", "b.com"}))
+        ).leases
+        == []
+    )
+
+
+def test_moderated_throttle_spreads_hits_without_drift(frontier: Frontier) -> None:
+    frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(100)])
+    policy = ThrottlePolicy(key_prefix="m:", hits=20, window=2, moderated=True)  # one every 0.1 s
+    got, started = 0, time.monotonic()
+    while time.monotonic() - started < 2.0:
+        got += len(frontier.pop("link", 8, policy).leases)
+        time.sleep(0.013)  # polls that never line up with the 0.1 s slots
+    assert 19 <= got <= 21

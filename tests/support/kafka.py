@@ -1,0 +1,77 @@
+"""An independent Kafka client for tests (confluent-kafka / librdkafka), not the code under test."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer
+
+
+def produce(bootstrap: str, topic: str, messages: Iterable[Any]) -> None:
+    """Send each message (dict -> JSON; str/bytes as they are) and wait until all are confirmed."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for message in messages:
+        value = message if isinstance(message, (str, bytes)) else json.dumps(message)
+        producer.produce(topic, value)
+    remaining = producer.flush(30)
+    assert remaining == 0, f"{remaining} messages were not confirmed by the broker"
+
+
+class TopicReader:
+    """Reads a topic from its beginning into `messages` (decoded JSON, or raw text)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.messages: list[Any] = []
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "allow.auto.create.topics": True,
+        })  # fmt: skip
+        self.consumer.subscribe([topic])
+
+    def poll(self, seconds: float = 0.2) -> int:
+        """Read what arrives within `seconds`; returns how many messages were added."""
+        added = 0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for message in self.consumer.consume(num_messages=500, timeout=0.1):
+                if message.error():
+                    if message.error().code() in (
+                        KafkaError._PARTITION_EOF,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    ):
+                        continue
+                    raise AssertionError(f"consumer error: {message.error()}")
+                raw = message.value()
+                try:
+                    self.messages.append(json.loads(raw))
+                except ValueError:
+                    self.messages.append(raw.decode("utf-8", "replace"))
+                added += 1
+        return added
+
+    def wait_for(
+        self, predicate: Callable[[list[Any]], bool], timeout: float, message: str = ""
+    ) -> list[Any]:
+        """Poll until `predicate(messages)` holds; AssertionError with `message` on timeout."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self.messages):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    message
+                    or f"{self.topic}: condition not met in {timeout} s ({len(self.messages)} messages)"
+                )
+            self.poll(0.2)
+        return self.messages
+
+    def close(self) -> None:
+        self.consumer.close()

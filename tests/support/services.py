@@ -1,0 +1,24 @@
+"""Small helpers for tests that wait on real services instead of sleeping a fixed time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.05, message: str = "") -> T:
+    """Poll `predicate` until it returns something truthy and return that; AssertionError on timeout.
+
+    The predicate is checked once more after the deadline, so a slow last poll still counts.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise AssertionError(message or f"condition not met within {timeout:g} s: {predicate!r}")
+        time.sleep(interval)

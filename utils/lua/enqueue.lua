@@ -1,0 +1,99 @@
+-- enqueue.lua: queue crawl requests through the per-crawl filters, in one atomic call.
+--
+-- KEYS: none. Keys are derived from ARGV with the layout of utils/keys.py, so this script is
+--       for a single Redis node (Redis Cluster support keeps each entry's keys under one tag).
+-- ARGV[1] dupefilter idle TTL (s)       ARGV[2] crawl state idle TTL (s)
+-- ARGV[3] domain page counter TTL (s)   ARGV[4] global page limit per crawl and domain (0 = none)
+-- ARGV[5] global page counter TTL (s)   ARGV[6] reserved
+-- then one group of 11 values per request:
+--   spiderid, domain, priority, appid, crawlid,
+--   fingerprint (binary; '' = not filtered), domain_max_pages ('0' = none),
+--   is_seed ('1' = never filtered as duplicate or stopped, still recorded in the dupefilter),
+--   offset key ('' = none) and offset: skip the request if that offset was already written,
+--   payload (the stored request JSON).
+-- Returns one status per request: queued | duplicate | page_limit | blacklist | replayed.
+-- Queue members are 16 hex digits (server time in µs + a counter) so that equal priorities
+-- come out oldest first; the payload lives in the domain's requests hash under that id.
+
+local NF = 11
+local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local global_limit, global_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = now_us / 1000000
+local counter = 0
+local out = {}
+
+local function bump(progress, field, n)
+  redis.call('HINCRBY', progress, field, n)
+  redis.call('EXPIRE', progress, state_ttl)
+end
+
+local function under_limit(key, limit, ttl)
+  local n = tonumber(redis.call('GET', key) or '0')
+  redis.call('EXPIRE', key, ttl)
+  if n >= limit then return false end
+  redis.call('INCR', key)
+  redis.call('EXPIRE', key, ttl)
+  return true
+end
+
+local function filter(sid, domain, appid, crawlid, fp, maxp, seed, okey, ooff)
+  if okey ~= '' then
+    if tonumber(ooff) <= tonumber(redis.call('GET', okey) or '-1') then return 'replayed' end
+    redis.call('SET', okey, ooff)
+  end
+  if seed ~= '1' then
+    local until_ = redis.call('ZSCORE', sid .. ':blacklist', appid .. '||' .. crawlid)
+    if until_ and tonumber(until_) > now then return 'blacklist' end
+  end
+  if fp ~= '' then
+    local df = sid .. ':dupefilter:' .. crawlid
+    local added = redis.call('SADD', df, fp)
+    redis.call('EXPIRE', df, dupe_ttl)
+    if added == 0 and seed ~= '1' then return 'duplicate' end
+  end
+  if tonumber(maxp) > 0 and not under_limit(sid .. ':domain_max_page_filter:' .. domain .. ':' .. crawlid,
+                                            tonumber(maxp), page_ttl) then
+    return 'page_limit'
+  end
+  if global_limit > 0 and not under_limit(sid .. ':global_page_count_filter:' .. domain .. ':' .. crawlid,
+                                          global_limit, global_ttl) then
+    return 'page_limit'
+  end
+  return 'queued'
+end
+
+local function push(sid, domain, prio, appid, crawlid, payload)
+  local queue = sid .. ':' .. domain .. ':queue'
+  local score = -tonumber(prio)
+  local member
+  repeat
+    member = string.format('%013x%03x', now_us, counter % 4096)
+    counter = counter + 1
+  until redis.call('ZADD', queue, 'NX', score, member) == 1
+  redis.call('HSET', sid .. ':' .. domain .. ':requests', member, payload)
+  redis.call('ZADD', sid .. ':heads', 'LT', score, domain)
+  local index = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':index'
+  redis.call('SADD', index, domain .. '\t' .. member)
+  redis.call('EXPIRE', index, state_ttl)
+  redis.call('SADD', 'shoal:spiders', sid)
+end
+
+for i = 7, #ARGV, NF do
+  local sid, domain, prio, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local status = filter(sid, domain, appid, crawlid, ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])
+  local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
+  if status == 'queued' then
+    push(sid, domain, prio, appid, crawlid, ARGV[i + 10])
+    bump(progress, 'queued', 1)
+    bump(progress, 'enqueued', 1)
+    if redis.call('HSETNX', progress, 'started', tostring(now)) == 1 then
+      redis.call('HSET', progress, 'spiderid', sid, 'appid', appid, 'crawlid', crawlid)
+    end
+  elseif status ~= 'replayed' then
+    bump(progress, 'dropped_' .. status, 1)
+  end
+  out[#out + 1] = status
+end
+return out

@@ -1,0 +1,131 @@
+-- pop.lua: lease the highest-priority requests whose domain throttle allows one now.
+--
+-- KEYS: none (single Redis node; keys follow utils/keys.py).
+-- ARGV[1] spiderid             ARGV[2] most requests to hand out
+-- ARGV[3] lease seconds        ARGV[4] most domain heads to examine per request
+-- ARGV[5] throttle key prefix ('', '<spider>:', '<ip>:' or '<spider>:<ip>:')
+-- ARGV[6] default hits (<= 0 = unthrottled)   ARGV[7] default window (s)
+-- ARGV[8] moderated ('1' = spread hits evenly over the window)
+-- ARGV[9] JSON {domain: [hits, window]} overrides   ARGV[10] JSON [blacklisted domains]
+-- ARGV[11] crawl state idle TTL (s)
+-- Returns a flat array: the milliseconds until a throttled domain with queued requests is next
+-- allowed (-1 = none is waiting on its throttle), then domain, request id, payload for each lease.
+-- Priority is global: among every domain whose throttle allows a request now, the best score
+-- wins, ties go to the oldest request id. A throttle hit is spent only for a request handed out.
+-- Each leased request moves into <spiderid>:inflight scored by its lease deadline.
+
+local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local scan, prefix = tonumber(ARGV[4]), ARGV[5]
+local hits, window, moderated = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
+local overrides = cjson.decode(ARGV[9])
+local blacklist = {}
+for _, d in ipairs(cjson.decode(ARGV[10])) do blacklist[d] = true end
+local state_ttl = tonumber(ARGV[11])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local heads, inflight = sid .. ':heads', sid .. ':inflight'
+local allowed = {}
+local next_ready = -1  -- earliest time a throttled, non-empty domain may hand out again
+
+local function note_ready(at)
+  if next_ready < 0 or at < next_ready then next_ready = at end
+end
+
+local function limits(domain)
+  local o = overrides[domain]
+  if o then return tonumber(o[1]), tonumber(o[2]) end
+  return hits, window
+end
+
+local function throttle_allows(domain)
+  local h, w = limits(domain)
+  if h <= 0 then return true end
+  local key = prefix .. domain
+  redis.call('ZREMRANGEBYSCORE', key .. ':throttle_window', '-inf', now - w)
+  if redis.call('ZCARD', key .. ':throttle_window') >= h then
+    local oldest = redis.call('ZRANGE', key .. ':throttle_window', 0, 0, 'WITHSCORES')
+    note_ready(tonumber(oldest[2]) + w)
+    return false
+  end
+  if moderated and h > 1 then
+    local slot = tonumber(redis.call('GET', key .. ':throttle_time') or '0')
+    if now < slot + w / h then
+      note_ready(slot + w / h)
+      return false
+    end
+  end
+  return true
+end
+
+-- The moderated slot advances by exactly one interval while the domain keeps up, so late polls
+-- do not drift the rate below hits/window; after an idle spell it restarts from now.
+local function spend_hit(domain, member)
+  local h, w = limits(domain)
+  if h <= 0 then return end
+  local key = prefix .. domain
+  redis.call('ZADD', key .. ':throttle_window', now, member)
+  redis.call('PEXPIRE', key .. ':throttle_window', math.ceil(2000 * w))
+  if moderated and h > 1 then
+    local interval = w / h
+    local slot = tonumber(redis.call('GET', key .. ':throttle_time') or '0')
+    local next_slot = now
+    if now - slot < 2 * interval then next_slot = slot + interval end
+    redis.call('SET', key .. ':throttle_time', tostring(next_slot), 'PX', math.ceil(2000 * w))
+  end
+end
+
+local function best_ready()
+  local best_d, best_m, best_s
+  local cands = redis.call('ZRANGE', heads, 0, scan - 1, 'WITHSCORES')
+  for j = 1, #cands, 2 do
+    local d, hs = cands[j], tonumber(cands[j + 1])
+    if best_s and hs > best_s then break end
+    if allowed[d] == nil then allowed[d] = (not blacklist[d]) and throttle_allows(d) end
+    if allowed[d] then
+      local head = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 0, 'WITHSCORES')
+      if #head == 0 then
+        redis.call('ZREM', heads, d)
+      else
+        local s = tonumber(head[2])
+        if s ~= hs then redis.call('ZADD', heads, s, d) end
+        if (not best_s) or s < best_s or (s == best_s and head[1] < best_m) then
+          best_d, best_m, best_s = d, head[1], s
+        end
+      end
+    end
+  end
+  return best_d, best_m
+end
+
+local function lease_one(d, m)
+  local queue = sid .. ':' .. d .. ':queue'
+  redis.call('ZREM', queue, m)
+  local nh = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+  if #nh == 0 then redis.call('ZREM', heads, d) else redis.call('ZADD', heads, nh[2], d) end
+  spend_hit(d, m)
+  allowed[d] = nil
+  redis.call('ZADD', inflight, now + lease, d .. '\t' .. m)
+  local payload = redis.call('HGET', sid .. ':' .. d .. ':requests', m) or ''
+  if payload ~= '' then
+    local ok, req = pcall(cjson.decode, payload)
+    if ok and req.appid and req.crawlid then
+      local progress = sid .. ':crawl:' .. req.appid .. ':' .. req.crawlid .. ':progress'
+      redis.call('HINCRBY', progress, 'queued', -1)
+      redis.call('HINCRBY', progress, 'inflight', 1)
+      redis.call('EXPIRE', progress, state_ttl)
+    end
+  end
+  return payload
+end
+
+local out = {0}
+for _ = 1, max_items do
+  local d, m = best_ready()
+  if not d then break end
+  local payload = lease_one(d, m)
+  out[#out + 1] = d
+  out[#out + 1] = m
+  out[#out + 1] = payload
+end
+if next_ready >= 0 then out[1] = math.max(0, math.ceil((next_ready - now) * 1000)) else out[1] = -1 end
+return out

@@ -1,0 +1,69 @@
+"""The throttle a spider process applies: defaults from settings, live overrides from ZooKeeper."""
+
+from __future__ import annotations
+
+import logging
+
+from utils.domain_config import DomainConfig
+from utils.frontier import ThrottlePolicy
+from utils.keys import throttle_key
+from utils.settings import Settings
+from utils.zookeeper import ConfigWatcher
+
+log = logging.getLogger(__name__)
+
+
+class ThrottleConfig:
+    """Builds the ThrottlePolicy handed to every pop; swapped atomically when the config changes."""
+
+    def __init__(self, settings: Settings, watch_zookeeper: bool = True) -> None:
+        self.settings = settings
+        self.watch_zookeeper = watch_zookeeper
+        self.spiderid = ""
+        self.public_ip: str | None = None
+        self.config = DomainConfig()
+        self._policy = ThrottlePolicy()
+        self._watcher: ConfigWatcher | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ThrottleConfig:
+        return cls(settings, settings.get_bool("ZOOKEEPER_ENABLED"))
+
+    def start(self, spiderid: str) -> None:
+        self.spiderid = spiderid
+        self._rebuild()
+        if self.watch_zookeeper:
+            self._watcher = ConfigWatcher.from_settings(self.settings, self.apply)
+            self._watcher.start()
+
+    def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+
+    def apply(self, config: DomainConfig) -> None:
+        self.config = config
+        self._rebuild()
+
+    def set_public_ip(self, ip: str | None) -> None:
+        self.public_ip = ip
+        self._rebuild()
+
+    def policy(self) -> ThrottlePolicy:
+        return self._policy
+
+    def _rebuild(self) -> None:
+        s = self.settings
+        spider = self.spiderid if s.get_bool("SCHEDULER_TYPE_ENABLED") else None
+        ip = self.public_ip if s.get_bool("SCHEDULER_IP_ENABLED") else None
+        limits = self.config.domains
+        self._policy = ThrottlePolicy(
+            key_prefix=throttle_key("", spider, ip),
+            hits=s.get_int("QUEUE_HITS"),
+            window=s.get_float("QUEUE_WINDOW"),
+            moderated=s.get_bool("QUEUE_MODERATED"),
+            overrides={
+                d: (lim.effective_hits, lim.window) for d, lim in limits.items() if lim.effective_hits
+            },
+            # a scale that rounds hits down to 0 stops the domain, it does not unthrottle it
+            blacklist=self.config.blacklist | {d for d, lim in limits.items() if not lim.effective_hits},
+        )

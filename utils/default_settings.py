@@ -78,6 +78,13 @@ ROBOTSTXT_OBEY = True  # bool; obey robots.txt
 USER_AGENT = "Shoal/0.1 (+https://github.com/shoal-crawler/shoal)"  # default User-Agent
 DNSCACHE_ENABLED = True  # bool; Scrapy's in-process DNS cache
 
+# --- Stats -------------------------------------------------------------------------------------
+STATS_TIMES = [900, 3600, 21600, 43200, 86400, 604800]  # seconds; rolling windows stats report
+STATS_BUCKET = 60  # seconds; resolution of time-bucketed counters (one hash field per bucket)
+STATS_CYCLE = 1.0  # seconds; how often a process writes its buffered counters (one pipeline)
+STATS_LIFETIME_TTL = 30 * 86400  # seconds; lifetime counters expire after this long unused
+STATS_DUMP = 60  # seconds; period of the stats dump in the log; 0 = off
+
 # --- Kafka monitor -----------------------------------------------------------------------------
 # dotted path -> rank; a message goes to the first plugin whose schema it matches; None disables
 KAFKA_MONITOR_PLUGINS: dict[str, int | None] = {  # plugin path -> rank (None disables)
@@ -104,4 +111,3 @@ LOG_BACKUPS = 5  # files; rotated log files kept
 # --- Local node (`shoal up`) -------------------------------------------------------------------
 RUN_DIR = ".shoal/run"  # directory of a node's supervisord, logs, pids and service data
 LOCAL_SERVICES = "kafka,redis,zookeeper"  # local services `shoal up` starts on the ports above; "none"
-SUPERVISOR_PORT = 9011  # TCP port of the node's supervisord control interface (127.0.0.1 only)

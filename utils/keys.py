@@ -92,3 +92,29 @@ def heartbeat(component: str, host: str, process_id: str) -> str:
 def crawler_heartbeat(host: str, spiderid: str, process_id: str) -> str:
     """`stats:crawler:<host>:<spiderid>:<id>`: five segments, as Scrapy Cluster's parser expects."""
     return f"stats:crawler:{host}:{spiderid}:{process_id}"
+
+
+# --- Crawl registry, retries, dead letters, jobs -------------------------------------------------
+CRAWLS = "shoal:crawls"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> last enqueue (unix s): live crawls
+JOBS = "shoal:jobs"  # STREAM of action/stats/zookeeper jobs, written by kafka monitors
+JOBS_GROUP = "redis-monitors"  # the consumer group of the redis monitors on JOBS
+
+
+def crawl_member(spiderid: str, appid: str, crawlid: str) -> str:
+    """A crawl's member in CRAWLS."""
+    return f"{spiderid}\t{appid}\t{crawlid}"
+
+
+def delayed(spiderid: str) -> str:
+    """ZSET `<domain>\\t<request id>` -> not-before time: requests waiting to retry."""
+    return f"{spiderid}:delayed"
+
+
+def dead_letters(spiderid: str, appid: str, crawlid: str) -> str:
+    """LIST of a crawl's dead-letter records (JSON, newest first, bounded, with a TTL)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:dead"
+
+
+def job_marker(origin: str) -> str:
+    """String set once per incoming message that became a job, so a replay adds no second job."""
+    return f"shoal:job:{origin}"

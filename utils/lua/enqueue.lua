@@ -78,6 +78,7 @@ local function push(sid, domain, prio, appid, crawlid, payload)
   redis.call('SADD', index, domain .. '\t' .. member)
   redis.call('EXPIRE', index, state_ttl)
   redis.call('SADD', 'shoal:spiders', sid)
+  redis.call('ZADD', 'shoal:crawls', now, sid .. '\t' .. appid .. '\t' .. crawlid)
 end
 
 for i = 7, #ARGV, NF do

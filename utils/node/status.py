@@ -1,0 +1,102 @@
+"""`shoal status`: every process of a node from its supervisord, as a table or as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from utils.errors import ConfigError
+from utils.node.control import RPC_ERRORS, process_info, running_pid
+from utils.node.layout import NodeLayout, recorded_addresses, resolve_layout
+from utils.settings import Settings
+
+
+def _uptime(info: dict[str, Any]) -> int:
+    """Seconds since the process started, 0 unless it is RUNNING."""
+    if info.get("statename") != "RUNNING" or not info.get("start"):
+        return 0
+    return max(int(info["now"]) - int(info["start"]), 0)
+
+
+def _clock(seconds: int) -> str:
+    """`1 day, 2:03:04`-style uptime, as supervisorctl prints it."""
+    days, rest = divmod(seconds, 86400)
+    text = f"{rest // 3600}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days} day{'s' if days != 1 else ''}, {text}" if days else text
+
+
+def process_rows(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The JSON form of getAllProcessInfo: `group:name`, state, pid (0 when not running), uptime."""
+    return [
+        {
+            "name": f"{info['group']}:{info['name']}",
+            "state": info["statename"],
+            "pid": int(info["pid"]),
+            "uptime": _uptime(info),
+            "exitstatus": int(info["exitstatus"]),
+            "description": info["description"],
+            "log": info["stdout_logfile"],
+        }
+        for info in infos
+    ]
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """A NAME / STATE / PID / UPTIME table."""
+    width = max([len("NAME"), *(len(row["name"]) for row in rows)])
+    lines = [f"{'NAME':<{width}}  {'STATE':<9} {'PID':>7}  UPTIME"]
+    for row in rows:
+        pid = str(row["pid"]) if row["pid"] else "-"
+        uptime = _clock(row["uptime"]) if row["state"] == "RUNNING" else row["description"]
+        lines.append(f"{row['name']:<{width}}  {row['state']:<9} {pid:>7}  {uptime}")
+    return "\n".join(lines)
+
+
+def format_addresses(addresses: dict[str, str], local: tuple[str, ...] | None = None) -> str:
+    """One line per service address; `local` marks the ones this node runs."""
+    lines = []
+    for name, address in addresses.items():
+        where = "" if local is None else (" (this node)" if name in local else " (remote)")
+        shown = f"http://{address}" if name == "rest" else address
+        lines.append(f"  {name:<10} {shown}{'' if name == 'rest' else where}")
+    return "\n".join(lines)
+
+
+def _not_running(layout: NodeLayout, as_json: bool, why: str) -> int:
+    if as_json:
+        report = {"node": layout.node, "running": False, "processes": [],
+                  "services": recorded_addresses(layout)}  # fmt: skip
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"node {layout.node} is not running ({why}); start it with `shoal up --node {layout.node}`")
+    return 1
+
+
+def status_command(settings: Settings, args: argparse.Namespace) -> int:
+    """Print the node's processes; exit 1 when its supervisord does not run or answer."""
+    try:
+        layout = resolve_layout(settings, args.node)
+    except ConfigError as exc:
+        print(f"shoal status: {exc}")
+        return 2
+    pid = running_pid(layout)
+    if pid is None:
+        return _not_running(layout, args.json, f"no supervisord for {layout.pid_path}")
+    try:
+        rows = process_rows(process_info(layout))
+    except RPC_ERRORS as exc:
+        return _not_running(layout, args.json, f"supervisord pid {pid} does not answer: {exc}")
+    addresses = recorded_addresses(layout)
+    if args.json:
+        report = {
+            "node": layout.node, "running": True, "supervisord_pid": pid, "run_dir": str(layout.run_dir),
+            "processes": rows, "services": addresses,
+        }  # fmt: skip
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"node {layout.node}: supervisord pid {pid}, run dir {layout.run_dir}")
+    print(format_table(rows))
+    print("addresses:")
+    print(format_addresses(addresses))
+    return 0

@@ -85,15 +85,19 @@ STATS_CYCLE = 1.0  # seconds; how often a process writes its buffered counters (
 STATS_LIFETIME_TTL = 30 * 86400  # seconds; lifetime counters expire after this long unused
 STATS_DUMP = 60  # seconds; period of the stats dump in the log; 0 = off
 
-# --- Kafka monitor -----------------------------------------------------------------------------
+# --- Crawler (owned by the crawler work; add crawler settings below this line) ----------------
+
+# --- Kafka monitor (add kafka monitor settings below this line) --------------------------------
 # dotted path -> rank; a message goes to the first plugin whose schema it matches; None disables
 KAFKA_MONITOR_PLUGINS: dict[str, int | None] = {  # plugin path -> rank (None disables)
     "kafka_monitor.plugins.crawl.CrawlHandler": 100,
 }
 
-# --- Redis monitor -----------------------------------------------------------------------------
+# --- Redis monitor (add redis monitor settings below this line) --------------------------------
 REDIS_MONITOR_PLUGINS: dict[str, int | None] = {}  # dotted path -> rank; None disables
 REDIS_MONITOR_SLEEP_TIME = 0.1  # seconds; pause of an idle redis monitor loop
+
+# --- Operations: metrics (add operations settings below this line) -----------------------------
 
 # --- REST --------------------------------------------------------------------------------------
 REST_HOST = "127.0.0.1"  # interface the REST gateway listens on

@@ -29,6 +29,17 @@ class ShoalAddon:
         settings.set("SCHEDULER", "crawler.scheduler.DistributedScheduler", "addon")
         settings.set("ITEM_PIPELINES", {"crawler.pipelines.KafkaPipeline": 100}, "addon")
         settings.set(
+            "DOWNLOADER_MIDDLEWARES",
+            {
+                "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,  # retries go through Redis
+                "crawler.downloader.RetryStatusMiddleware": 550,
+                "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+                "crawler.downloader.PerRequestCookiesMiddleware": 700,
+                "crawler.stats.StatusStatsMiddleware": 950,
+            },
+            "addon",
+        )
+        settings.set(
             "SPIDER_MIDDLEWARES",
             {
                 "scrapy.spidermiddlewares.depth.DepthMiddleware": None,  # curdepth/maxdepth instead

@@ -6,10 +6,11 @@ import re
 from typing import Any
 
 from scrapy import Request, Spider
+from scrapy.utils.httpobj import urlparse_cached
 
-from crawler.meta import INHERITED, LEASE, passthrough
+from crawler.meta import INHERITED, LEASE, record_fields
 from utils import crawl_request
-from utils.domains import url_domain
+from utils.domains import host_domain
 from utils.fingerprint import fingerprint
 from utils.frontier import Lease, NewRequest
 
@@ -26,13 +27,15 @@ def parse_cookie(cookie: str | dict[str, str] | None) -> dict[str, str]:
 
 
 def request_from_lease(lease: Lease, spider: Spider) -> Request:
-    """The Scrapy request of a leased record; the lease rides along in meta until the ack."""
+    """The Scrapy request of a leased record; the lease rides along in meta until settled."""
     rec = crawl_request.from_record(lease.record)
     headers = dict(rec.get("headers") or {})
     if rec.get("useragent"):
         headers["User-Agent"] = rec["useragent"]
     meta: dict[str, Any] = {key: rec[key] for key in INHERITED if key in rec}
     meta.update(request_id=rec["request_id"], attempt=rec.get("attempt", 0), url=rec["url"], ts=rec.get("ts"))
+    if "step" in rec:
+        meta["step"] = rec["step"]
     meta[LEASE] = lease
     if rec.get("proxy"):
         meta["proxy"] = rec["proxy"]
@@ -50,13 +53,17 @@ def request_from_lease(lease: Lease, spider: Spider) -> Request:
     )
 
 
-def new_request(request: Request, spider: Spider) -> NewRequest | None:
-    """The frontier entry of a request a spider yielded; None if it has no host to queue under."""
+def new_request(request: Request, spider: Spider, drop_domains: frozenset[str] = frozenset()) -> NewRequest | None:
+    """The frontier entry of a request a spider yielded; None if it has no host to queue under.
+
+    A request for a domain in `drop_domains` (ZooKeeper blacklist, when the backlog may not hold
+    it) is refused by the enqueue script and counted as `dropped_blacklist`.
+    """
     meta = request.meta
-    domain = url_domain(request.url)
+    domain = host_domain(urlparse_cached(request).hostname or "")  # the parse Scrapy caches anyway
     if not domain:
         return None
-    record: dict[str, Any] = passthrough(meta)
+    record: dict[str, Any] = record_fields(meta)
     record.update(url=request.url, spiderid=meta.get("spiderid") or spider.name)
     record.setdefault("priority", 1)
     record.setdefault("curdepth", 0)
@@ -76,4 +83,7 @@ def new_request(request: Request, spider: Spider) -> NewRequest | None:
         payload=crawl_request.encode(record),
         fingerprint=None if request.dont_filter else fingerprint(request.url, request.method, request.body),
         max_pages=int(record.get("domain_max_pages") or 0),
+        expires=int(record.get("expires") or 0),
+        dupefilter=str(record.get("dupefilter") or ""),
+        drop="blacklist" if domain in drop_domains else "",
     )

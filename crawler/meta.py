@@ -1,10 +1,16 @@
-"""The request meta of a Shoal crawl: which keys travel from a page to the links found on it."""
+"""The request meta of a Shoal crawl: which keys travel from a page to the links found on it,
+and the private keys that carry a request's lease and its outcome through Scrapy."""
 
 from __future__ import annotations
 
 from typing import Any
 
 LEASE = "shoal_lease"  # the Lease a request was popped under (never passed to children)
+
+# Keys of an item that the pipeline strips before sending the page.
+SILENT = "shoal_silent"  # an item that settles a lease without sending a page (robots, retry)
+OUTCOME = "shoal_outcome"  # the progress counter the lease is settled under
+DETAILS = "shoal_details"  # what settling needs besides: the retry record, the dead-letter record
 
 # Crawl-level fields every child inherits. Scrapy Cluster passes every meta key; Shoal passes the
 # crawl's own fields only, so Scrapy's internal keys never reach Redis. `method`, `headers`, `body`
@@ -28,8 +34,16 @@ INHERITED = (
     "priority",
     "curdepth",
 )
+OWN = ("step",)  # stored when the request itself sets them (the wandering spider's step)
 
 
 def passthrough(meta: dict[str, Any]) -> dict[str, Any]:
     """The keys of a page's meta that its children inherit."""
     return {key: meta[key] for key in INHERITED if key in meta}
+
+
+def record_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """What a yielded request stores in the frontier from its (filled-in) meta."""
+    fields = passthrough(meta)
+    fields.update((key, meta[key]) for key in OWN if key in meta)
+    return fields

@@ -18,13 +18,11 @@ class MetaPassthroughMiddleware:
     request to another spider by setting `meta["spiderid"]`.
     """
 
-    def process_spider_output(self, response: Response, result: Iterable[Any], spider: Any) -> Iterable[Any]:
+    def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterable[Any]:
         for entry in result:
             yield self._fill(response, entry)
 
-    async def process_spider_output_async(
-        self, response: Response, result: AsyncIterator[Any], spider: Any
-    ) -> AsyncIterator[Any]:
+    async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for entry in result:
             yield self._fill(response, entry)
 

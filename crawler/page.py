@@ -14,10 +14,7 @@ from crawler.meta import LEASE
 
 def header_dict(headers: Headers) -> dict[str, list[str]]:
     """Scrapy headers as `{name: [values]}` text (Scrapy Cluster's reconstruct_headers)."""
-    return {
-        name.decode("latin-1"): [value.decode("latin-1") for value in values]
-        for name, values in headers.items()
-    }
+    return {name.decode("latin-1"): [value.decode("latin-1") for value in values] for name, values in headers.items()}
 
 
 def status_message(status: int) -> str:

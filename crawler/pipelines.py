@@ -1,4 +1,8 @@
-"""The Kafka pipeline: page messages to the firehose; the lease is settled once Kafka confirms."""
+"""The Kafka pipeline: page messages to the firehose; the lease is settled once Kafka confirms.
+
+A dead-lettered request also goes to `<prefix>.dead_letter`; both sends are confirmed before the
+lease is settled, so a crash in between leaves the lease to the reaper instead of losing the page.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,18 @@ import ujson
 from scrapy.crawler import Crawler
 from twisted.internet import defer, reactor
 
-from crawler.meta import LEASE
+from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
 from crawler.page import timestamp
 from crawler.signals import lease_settled
-from crawler.spiders.base import OUTCOME, SILENT
 from utils.clients import kafka_producer
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """JSON with sorted keys, as Scrapy Cluster's pipeline."""
+    return ujson.dumps(message, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False).encode()
 
 
 class KafkaPipeline:
@@ -25,6 +33,7 @@ class KafkaPipeline:
         self.settings = settings
         self.producer = producer
         self.firehose = settings.topic("crawled_firehose")
+        self.dead_letter_topic = settings.topic("dead_letter")
         self.appid_topics = settings.get_bool("KAFKA_APPID_TOPICS")
         self.max_size = settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE")
 
@@ -40,39 +49,39 @@ class KafkaPipeline:
     def process_item(self, item: dict[str, Any]) -> Any:
         lease = item.pop(LEASE, None)
         outcome = item.pop(OUTCOME, "crawled")
+        details = item.pop(DETAILS, None) or {}
         if item.pop(SILENT, False):
-            self._settle(lease, outcome)
+            self._settle(lease, outcome, details)
             return item
         item["timestamp"] = timestamp()
         value = self._encode(item)
-        sends = [self._send(self.firehose, item, value)]
+        key = (item.get("crawlid") or "").encode()
+        sends = [self._send(self.firehose, key, value)]
         if self.appid_topics and item.get("appid"):
-            sends.append(self._send(self.settings.topic(f"crawled_{item['appid']}"), item, value))
+            sends.append(self._send(self.settings.topic(f"crawled_{item['appid']}"), key, value))
+        if "dead_letter" in details:
+            sends.append(self._send(self.dead_letter_topic, key, encode(details["dead_letter"])))
         done = defer.gatherResults(sends, consumeErrors=True)
-        done.addCallbacks(lambda _: self._sent(item, lease, outcome), lambda f: self._not_sent(item, f))
+        done.addCallbacks(lambda _: self._sent(item, lease, outcome, details), lambda f: self._not_sent(item, lease, f))
         return done
 
     def _encode(self, item: dict[str, Any]) -> bytes:
-        value = ujson.dumps(item, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False).encode()
+        value = encode(item)
         if len(value) <= self.max_size:
             return value
         # Too big for Kafka: the page is still reported, without its body (API.md, fix 8).
-        log.warning(
-            "Page too large for Kafka; sent without body", extra={"url": item["url"], "bytes": len(value)}
-        )
-        item = {**item, "body": None, "body_dropped": True, "body_bytes": len(value)}
-        return ujson.dumps(item, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False).encode()
+        log.warning("Page too large for Kafka; sent without body", extra={"url": item["url"], "bytes": len(value)})
+        return encode({**item, "body": None, "body_dropped": True, "body_bytes": len(value)})
 
-    def _send(self, topic: str, item: dict[str, Any], value: bytes) -> defer.Deferred[Any]:
+    def _send(self, topic: str, key: bytes, value: bytes) -> defer.Deferred[Any]:
         d: defer.Deferred[Any] = defer.Deferred()
-        key = (item.get("crawlid") or "").encode()
         future = self.producer.send(topic, key=key, value=value)
         future.add_callback(lambda meta: reactor.callFromThread(d.callback, meta))  # type: ignore[attr-defined]
         future.add_errback(lambda exc: reactor.callFromThread(d.errback, exc))  # type: ignore[attr-defined]
         return d
 
-    def _sent(self, item: dict[str, Any], lease: Any, outcome: str) -> dict[str, Any]:
-        self._settle(lease, outcome)
+    def _sent(self, item: dict[str, Any], lease: Any, outcome: str, details: dict[str, Any]) -> dict[str, Any]:
+        self._settle(lease, outcome, details)
         log.info(
             "Sent page to Kafka",
             extra={
@@ -87,11 +96,12 @@ class KafkaPipeline:
         )
         return item
 
-    def _not_sent(self, item: dict[str, Any], failure: Any) -> dict[str, Any]:
-        # The lease is left open: the reaper re-queues the request once it expires.
+    def _not_sent(self, item: dict[str, Any], lease: Any, failure: Any) -> dict[str, Any]:
+        # The producer gave up (after delivery_timeout_ms): the request goes back to its queue.
         log.error("Failed to send page to Kafka", extra={"url": item["url"], "error": str(failure.value)})
+        self._settle(lease, "release", {})
         return item
 
-    def _settle(self, lease: Any, outcome: str) -> None:
+    def _settle(self, lease: Any, outcome: str, details: dict[str, Any]) -> None:
         if lease is not None:
-            self.crawler.signals.send_catch_log(signal=lease_settled, lease=lease, outcome=outcome)
+            lease_settled(self.crawler, lease, outcome, details)

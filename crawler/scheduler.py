@@ -1,9 +1,11 @@
 """The distributed scheduler: Scrapy's scheduler interface over the shared Redis frontier.
 
-Requests are leased from Redis in small batches (one pop call hands out up to SCHEDULER_POP_BATCH),
-found links and acks are buffered and written together every SCHEDULER_FLUSH_INTERVAL, so the
-Redis round trips per page stay small. An idle spider polls every SCHEDULER_IDLE_POLL seconds and
-wakes the engine as soon as work arrives; it never closes (the spider raises DontCloseSpider).
+Requests are leased from Redis in small batches (one pop call hands out up to SCHEDULER_POP_BATCH);
+found links, acks, retries and dead letters are buffered and written together every
+SCHEDULER_FLUSH_INTERVAL, so the Redis round trips per page stay well under one. An idle spider
+polls every SCHEDULER_IDLE_POLL seconds and wakes the engine as soon as work arrives; it never
+closes (the spider raises DontCloseSpider). Redis being away only pauses it: pops back off, and
+buffered writes wait for the next flush.
 """
 
 from __future__ import annotations
@@ -15,123 +17,169 @@ import uuid
 from collections import deque
 from typing import Any
 
-from scrapy import Request, Spider
+from redis.exceptions import RedisError
+from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
-from twisted.internet import task
+from twisted.internet import reactor, task
 
 from crawler.conversion import new_request, request_from_lease
+from crawler.leases import LeaseBook
 from crawler.meta import LEASE
-from crawler.signals import lease_settled
-from utils import keys
+from crawler.signals import connect_settled
+from utils import keys, stats
 from utils.clients import redis_client
-from utils.frontier import Ack, Frontier, Lease, NewRequest
+from utils.domains import url_domain
+from utils.frontier import Frontier, Lease
 from utils.settings import Settings
 from utils.throttle import ThrottleConfig
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats (their TTL is HEARTBEAT_TIMEOUT)
+REDIS_BACKOFF = 1.0  # seconds an unanswered pop waits before the next try
+CRAWL_DELAY_TTL = 86400  # seconds a robots.txt Crawl-delay is kept in Redis (rewritten hourly)
 
 
 class DistributedScheduler:
-    def __init__(
-        self, crawler: Crawler, settings: Settings, frontier: Frontier, throttle: ThrottleConfig
-    ) -> None:
+    def __init__(self, crawler: Crawler, settings: Settings, frontier: Frontier, throttle: ThrottleConfig) -> None:
         self.crawler = crawler
         self.settings = settings
         self.frontier = frontier
         self.throttle = throttle
+        self.book = LeaseBook(frontier)
         self.pop_batch = settings.get_int("SCHEDULER_POP_BATCH")
         self.scan_limit = settings.get_int("SCHEDULER_SCAN_LIMIT")
         self.idle_poll = settings.get_float("SCHEDULER_IDLE_POLL")
+        self.backlog_blacklist = settings.get_bool("SCHEDULER_BACKLOG_BLACKLIST")
         self.leased: deque[Lease] = deque()  # popped from Redis, not yet handed to the engine
-        self.local: deque[Request] = deque()  # redirects and in-process retries of leased requests
-        self.pending_requests: list[NewRequest] = []
-        self.pending_acks: list[Ack] = []
-        self.next_pop_at = 0.0  # monotonic time before which an empty frontier is not asked again
-        self._wake_call: Any = None
+        self.local: deque[Request] = deque()  # redirects of leased requests (still under their lease)
+        self.next_pop_at = 0.0  # monotonic time before which the frontier is not asked again
+        self.crawl_delays: dict[str, float] = {}  # domain -> robots.txt Crawl-delay (s)
         self.last_heartbeat = 0.0
+        self.last_delay_write = 0.0
         self.process_id = uuid.uuid4().hex[:12]
         self.host = socket.gethostname()
         self.spider: Spider | None = None
-        self._loop: task.LoopingCall | None = None
+        self._wake_call: Any = None
+        self._loops: list[task.LoopingCall] = []
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
         settings: Settings = crawler.settings["SHOAL"]
         frontier = Frontier.from_settings(settings, redis_client(settings))
         scheduler = cls(crawler, settings, frontier, ThrottleConfig.from_settings(settings))
-        crawler.signals.connect(scheduler.ack, signal=lease_settled)
+        connect_settled(crawler, scheduler.on_settled)
+        crawler.signals.connect(scheduler.on_robots, signal=signals.robots_parsed)
         return scheduler
 
     # --- Scrapy's scheduler interface -------------------------------------------------------------
     def open(self, spider: Spider) -> None:
         self.spider = spider
+        self.book.spiderid = spider.name
         self.throttle.start(spider.name)
-        self._loop = task.LoopingCall(self._tick)
-        self._loop.start(min(self.idle_poll, self.settings.get_float("SCHEDULER_FLUSH_INTERVAL")), now=True)
+        flush_every = min(self.idle_poll, self.settings.get_float("SCHEDULER_FLUSH_INTERVAL"))
+        self._every(flush_every, self._tick)
+        self._every(self.frontier.lease_timeout / 3, self._extend)
         log.info("Scheduler opened", extra={"spiderid": spider.name, "process_id": self.process_id})
 
     def close(self, reason: str) -> None:
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        self.flush()
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        local = [r.meta[LEASE] for r in self.local if r.meta.get(LEASE) is not None]
+        released = 0
+        try:
+            self.book.flush()
+            released = self.book.release_all([*self.leased, *local])
+        except RedisError:
+            log.exception("Could not return leases on close; the reaper will re-queue them")
         self.throttle.stop()
-        log.info("Scheduler closed", extra={"reason": reason, "unreturned_leases": len(self.leased)})
+        log.info(
+            "Scheduler closed",
+            extra={"reason": reason, "released_leases": released, "settled": self.book.settled,
+                   "round_trips": self.frontier.round_trips, "spiderid": getattr(self.spider, "name", None)},
+        )  # fmt: skip
 
     def has_pending_requests(self) -> bool:
         return bool(self.leased or self.local)
 
     def enqueue_request(self, request: Request) -> bool:
         if LEASE in request.meta:
-            self.local.append(request)  # still under its original lease (redirect, Scrapy retry)
+            self.local.append(request)  # still under its original lease (a redirect)
             return True
         assert self.spider is not None
-        entry = new_request(request, self.spider)
+        policy = self.throttle.policy()
+        drop = frozenset() if self.backlog_blacklist else policy.blacklist
+        entry = new_request(request, self.spider, drop)
         if entry is None:
             log.warning("Dropped a request without a host", extra={"url": request.url})
             return False
-        self.pending_requests.append(entry)
+        self.book.add_request(entry)
         return True
 
     def next_request(self) -> Request | None:
         if self.local:
             return self.local.popleft()
-        if not self.leased and time.monotonic() >= self.next_pop_at:
+        # Found links waiting in the buffer are work too: they are written in the pop's round trip.
+        due = time.monotonic() >= self.next_pop_at or bool(self.book.pending.requests)
+        if not self.leased and due and self.throttle.ready:
             self._pop()
-        if not self.leased:
-            return None
         assert self.spider is not None
-        return request_from_lease(self.leased.popleft(), self.spider)
+        while self.leased:
+            lease = self.leased.popleft()
+            if _expired(lease.record):
+                self.book.settle(lease, "dropped_expired")
+                continue
+            return request_from_lease(lease, self.spider)
+        return None
 
     # --- Shoal's additions ------------------------------------------------------------------------
-    def ack(self, lease: Lease, outcome: str = "crawled", **_: Any) -> None:
-        """Called by the pipeline once a page is confirmed on Kafka (or finally failed)."""
-        self.pending_acks.append(Ack.of(lease, outcome))
+    def on_settled(
+        self, lease: Lease, outcome: str = "crawled", details: dict[str, Any] | None = None, **_: Any
+    ) -> None:
+        """Called by the pipeline once a page is confirmed on Kafka, or a try ended without one."""
+        self.book.settle(lease, outcome, details, self.throttle.policy().key(lease.domain))
+
+    def on_robots(self, robotparser: Any, request: Request, **_: Any) -> None:
+        """A robots.txt Crawl-delay becomes the minimum gap between hits of that domain, cluster-wide."""
+        agent = self.crawler.settings.get("ROBOTSTXT_USER_AGENT") or request.headers.get(
+            b"User-Agent", self.settings.get_str("USER_AGENT")
+        )
+        delay = robotparser.crawl_delay(agent)
+        if not delay:
+            return
+        domain = url_domain(request.url)
+        self.crawl_delays[domain] = min(float(delay), self.settings.get_float("THROTTLE_PAUSE_MAX"))
+        log.info("Applying robots.txt Crawl-delay", extra={"domain": domain, "delay": self.crawl_delays[domain]})
+        self._write_crawl_delays({domain: self.crawl_delays[domain]})
 
     def flush(self) -> None:
-        """Write buffered links and acks: one round trip for everything since the last flush."""
-        if not self.pending_requests and not self.pending_acks:
-            return
-        requests, acks = self.pending_requests, self.pending_acks
-        self.pending_requests, self.pending_acks = [], []
-        self.frontier.flush(requests, acks)
+        """Write buffered links, retries, dead letters and acks: one round trip."""
+        self.book.flush()
 
     def _pop(self) -> None:
         assert self.spider is not None
-        popped = self.frontier.pop(self.spider.name, self.pop_batch, self.throttle.policy(), self.scan_limit)
+        try:
+            popped = self.book.flush_and_pop(self.pop_batch, self.throttle.policy(), self.scan_limit)
+        except RedisError as exc:
+            log.warning("Could not pop from Redis; backing off", extra={"error": str(exc)})
+            self.next_pop_at = time.monotonic() + REDIS_BACKOFF
+            return
         self.leased.extend(popped.leases)
         if popped.leases:
             return
-        # Nothing to hand out: ask again when the first throttled domain opens, or after the idle poll.
+        # Nothing to hand out: ask again when the first throttled domain or retry is ready, or after the idle poll.
         wait = self.idle_poll if popped.retry_after is None else min(popped.retry_after, self.idle_poll)
         self.next_pop_at = time.monotonic() + wait
         if popped.retry_after is not None and popped.retry_after < self.idle_poll:
             self._schedule_wake(popped.retry_after)
 
-    def _schedule_wake(self, delay: float) -> None:
-        from twisted.internet import reactor
+    def _every(self, seconds: float, func: Any) -> None:
+        loop = task.LoopingCall(func)
+        loop.start(seconds, now=True)
+        self._loops.append(loop)
 
+    def _schedule_wake(self, delay: float) -> None:
         if self._wake_call is None or not self._wake_call.active():
             self._wake_call = reactor.callLater(delay, self._wake_engine)  # type: ignore[attr-defined,arg-type]
 
@@ -139,10 +187,18 @@ class DistributedScheduler:
         try:
             self.flush()
             self._heartbeat()
+        except RedisError as exc:
+            log.warning("Could not write to Redis; will retry", extra={"error": str(exc)})
         except Exception:
             log.exception("Scheduler tick failed; will retry")
         if not self.has_pending_requests():
             self._wake_engine()
+
+    def _extend(self) -> None:
+        try:
+            self.book.extend()
+        except RedisError as exc:
+            log.warning("Could not extend leases; will retry", extra={"error": str(exc)})
 
     def _wake_engine(self) -> None:
         # Scrapy only asks the scheduler again after a response or its 5 s heartbeat; waking it
@@ -156,5 +212,21 @@ class DistributedScheduler:
         if now - self.last_heartbeat < HEARTBEAT_EVERY or self.spider is None:
             return
         self.last_heartbeat = now
-        key = keys.crawler_heartbeat(self.host, self.spider.name, self.process_id)
-        self.frontier.client.set(key, now, ex=self.settings.get_int("HEARTBEAT_TIMEOUT"))
+        name = self.spider.name
+        key = keys.crawler_heartbeat(self.host, name, self.process_id)
+        ttl = self.settings.get_int("HEARTBEAT_TIMEOUT")
+        stats.beat(self.frontier.client, "crawler", self.host, f"{name}:{self.process_id}", ttl, key)
+        self.frontier.round_trips += 1
+        if self.crawl_delays and now - self.last_delay_write > CRAWL_DELAY_TTL / 24:
+            self._write_crawl_delays(self.crawl_delays)
+
+    def _write_crawl_delays(self, delays: dict[str, float]) -> None:
+        policy = self.throttle.policy()
+        for domain, delay in delays.items():
+            self.frontier.set_throttle_delay(policy.key(domain), delay, CRAWL_DELAY_TTL)
+        self.last_delay_write = time.time()
+
+
+def _expired(record: dict[str, Any]) -> bool:
+    expires = record.get("expires") or 0
+    return bool(expires) and time.time() >= float(expires)

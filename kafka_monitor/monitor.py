@@ -1,34 +1,53 @@
-"""The kafka monitor's loop: poll a batch, validate, write it to Redis in one pipeline, answer, commit.
+"""The kafka monitor's loop: poll a batch, validate it, stream it to Redis, answer, commit.
 
-Offsets are committed only after the batch's Redis writes succeeded, so a crash replays the batch;
-the writes are idempotent (the enqueue script skips offsets already written), so a replay queues
-nothing twice. While Redis is down the consumer is paused (the group keeps its partitions), the
-batch is retried with back-off, and nothing later is read until it is written.
+Offsets are committed only after the batch's Redis writes succeeded and its answers were
+confirmed, so a crash replays the batch; the writes are idempotent (the enqueue script skips
+offsets already written, a job is added once per offset), so a replay queues nothing twice.
+While Redis is down the partitions are paused (the group keeps them), the batch is retried with
+back-off, and nothing later is written until it is: no message is lost or reordered.
+
+One batch is in flight at a time: batch n is completed (replies read, answered, committed) once
+batch n + 1 has been validated and sent behind it, so Redis and Python work at the same time.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-import redis
-import ujson
-from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import CommitFailedError, KafkaError
 
-from kafka_monitor.batch import Batch, Origin
-from utils import answers, schemas
+from kafka_monitor.backpressure import Backpressure
+from kafka_monitor.batch import Batch
+from kafka_monitor.dispatch import Dispatcher
+from kafka_monitor.outbound import Outbound
+from kafka_monitor.stats import MonitorStats
+from kafka_monitor.writer import RETRIABLE, BatchWriter, Group
 from utils.clients import RedisClient, ensure_topics, kafka_consumer, kafka_producer, redis_client
-from utils.errors import InvalidMessage
+from utils.errors import ServiceUnavailable
 from utils.frontier import Frontier
 from utils.plugins import load_plugins
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF = 10.0  # seconds between attempts to write a batch while Redis is down
+TOPICS = ("outbound_firehose", "dead_letter", "crawled_firehose")  # created with incoming when missing
+KAFKA_BACKOFF = 1.0  # seconds before a batch that failed on Kafka is read again
+
+
+@dataclass
+class InFlight:
+    """A batch validated and sent to Redis, not yet answered nor committed."""
+
+    batch: Batch
+    records: list[ConsumerRecord]
+    group: Group
 
 
 class KafkaMonitor:
@@ -42,169 +61,228 @@ class KafkaMonitor:
     ) -> None:
         self.settings = settings
         self.consumer = consumer
-        self.producer = producer
         self.redis = client
-        self.frontier = Frontier.from_settings(settings, client)
         self.plugins = plugins
-        self.outbound_topic = settings.topic("outbound_firehose")
-        self.dead_letter_topic = settings.topic("dead_letter")
+        self.dispatcher = Dispatcher(plugins)
+        self.writer = BatchWriter(client, Frontier.from_settings(settings, client))
+        self.outbound = Outbound(producer, settings)
+        self.stats = MonitorStats.from_settings(settings, client, self.dispatcher.stat_names)
+        self.backpressure = Backpressure.from_settings(settings, client)
+        self.chunk = max(settings.get_int("KAFKA_MONITOR_WRITE_CHUNK"), 1)
+        self.max_backoff = settings.get_float("KAFKA_MONITOR_RETRY_MAX_BACKOFF")
+        self.poll_ms = settings.get_int("KAFKA_CONSUMER_TIMEOUT")
+        self._pauses: set[str] = set()  # why the partitions are paused: backpressure, redis
+        self._in_flight: InFlight | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KafkaMonitor:
-        topics = [settings.incoming_topic, settings.topic("outbound_firehose"), settings.topic("dead_letter")]
-        ensure_topics(settings, topics)
-        consumer = kafka_consumer(settings, [settings.incoming_topic], settings.get_str("KAFKA_GROUP"))
+        incoming = settings.incoming_topic
+        ensure_topics(settings, [incoming, *(settings.topic(t) for t in TOPICS)])
+        consumer = kafka_consumer(settings, [], settings.get_str("KAFKA_GROUP"))
         client = redis_client(settings)
         plugins = load_plugins(settings.get_dict("KAFKA_MONITOR_PLUGINS"), settings)
-        return cls(settings, consumer, kafka_producer(settings), client, plugins)
+        monitor = cls(settings, consumer, kafka_producer(settings), client, plugins)
+        consumer.subscribe([incoming], listener=_Rebalance(monitor))
+        return monitor
 
     # --- loop -----------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
         """Process batches until `stop` is set; the batch in hand is finished first."""
-        log.info("Kafka monitor started", extra={"topic": self.settings.incoming_topic})
+        log.info(
+            "Kafka monitor started",
+            extra={"topic": self.settings.incoming_topic, "plugins": self.dispatcher.stat_names},
+        )
         while not stop.is_set():
-            self.run_once(stop=stop)
+            try:
+                self.run_once(stop)
+            except ServiceUnavailable:
+                break  # stopped while Redis was down: the batch stays uncommitted, it is read again
+            except KafkaError as exc:
+                log.error("Kafka error; the batch will be read again", extra={"error": repr(exc)})
+                stop.wait(KAFKA_BACKOFF)
         self.close()
 
     def run_once(self, stop: threading.Event | None = None) -> int:
-        """Poll one batch and see it through; returns the number of messages handled."""
-        polled = self.consumer.poll(timeout_ms=self.settings.get_int("KAFKA_CONSUMER_TIMEOUT"))
+        """Poll a batch and send its writes, then complete the batch before it.
+
+        Returns the number of messages completed (written, answered, committed); a poll that finds
+        nothing completes the batch in flight.
+        """
+        self._tick()
+        polled = self.consumer.poll(timeout_ms=self.poll_ms)
         records = [record for part in polled.values() for record in part]
-        if not records:
+        previous, self._in_flight = self._in_flight, None
+        current: InFlight | None = None
+        done = 0
+        try:
+            if previous is not None and previous.group.error is not None:
+                done, previous = self._complete(previous, stop), None  # rewrite it before sending more
+            current = self._start(records) if records else None
+            if previous is not None:
+                done += self._complete(previous, stop)
+        except (KafkaError, ServiceUnavailable):
+            self._abandon([previous, current])
+            raise
+        self._in_flight = current
+        return done
+
+    def flush(self, stop: threading.Event | None = None) -> int:
+        """Complete the batch in flight, if any."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
             return 0
-        batch = self.process(records)
-        self._write_with_retry(batch, stop)
-        self._send(batch)
-        self._commit(records)
-        for event, fields in batch.log_events:
-            log.info(event, extra=fields)
-        return len(records)
+        try:
+            return self._complete(in_flight, stop)
+        except (KafkaError, ServiceUnavailable):
+            self._abandon([in_flight])
+            raise
+
+    def caught_up(self) -> bool:
+        """Whether every assigned partition has been read to its end and completed (--burst's exit)."""
+        assigned = list(self.consumer.assignment())
+        if self._in_flight is not None or not assigned:
+            return False
+        ends = self.consumer.end_offsets(assigned)
+        return all(self.consumer.position(tp) >= end for tp, end in ends.items())
 
     def close(self) -> None:
-        self.producer.flush(timeout=10)
-        self.producer.close(timeout=10)
-        self.consumer.close()
+        stopping = threading.Event()
+        stopping.set()  # one more attempt to complete the batch in flight, no waiting for Redis
+        try:
+            self.flush(stopping)
+        except (KafkaError, ServiceUnavailable, *RETRIABLE) as exc:
+            log.warning("Batch in flight not completed at close; it will be read again", extra={"error": repr(exc)})
+        self.stats.tick(self.backpressure.state())
+        try:
+            self.outbound.close()
+        finally:
+            self.writer.close()
+            self.consumer.close()
 
     # --- steps ----------------------------------------------------------------------------------
-    def process(self, records: Iterable[ConsumerRecord]) -> Batch:
-        """Validate and dispatch every record; a bad one is answered and dead-lettered."""
-        batch = Batch()
-        for record in records:
-            batch.total += 1
-            origin = Origin(record.topic, record.partition, record.offset)
-            raw: Any = record.value
-            try:
-                raw = _decode(record.value)
-                plugin, message = self._match(raw)
-                plugin.handle(message, origin, batch)
-                batch.count(type(plugin).__name__)
-            except InvalidMessage as exc:
-                self._reject(batch, raw, origin, exc.message, exc.cause)
-            except Exception as exc:  # a handler bug must not stop the monitor
-                log.exception("Plugin failed", extra={"origin": origin.id})
-                self._reject(batch, raw, origin, "handler failure", f"{type(exc).__name__}: {exc}")
-        return batch
+    def _start(self, records: list[ConsumerRecord]) -> InFlight:
+        """Validate in chunks, each chunk's writes leaving for Redis while the next is validated."""
+        batch = Batch(verbose=log.isEnabledFor(logging.INFO))
+        group = self.writer.begin()
+        for chunk in _chunks(records, self.chunk):
+            requests, commands = len(batch.requests), len(batch.commands)
+            self.dispatcher.process(chunk, batch)
+            self.writer.send(group, batch.requests[requests:], batch.commands[commands:])
+        return InFlight(batch, records, group)
 
-    def _match(self, raw: Any) -> tuple[Any, dict[str, Any]]:
-        if not isinstance(raw, dict):
-            raise InvalidMessage(
-                "Did not find schema to validate request", cause="a request is a JSON object"
-            )
-        errors: list[tuple[int, str]] = []
-        for plugin in self.plugins:
-            try:
-                return plugin, schemas.validate(plugin.schema, raw)
-            except InvalidMessage as exc:
-                errors.append((_closeness(plugin.schema, raw), exc.cause or exc.message))
-        cause = max(errors)[1] if errors else "no plugin is enabled"
-        raise InvalidMessage("Did not find schema to validate request", cause=cause)
+    def _complete(self, in_flight: InFlight, stop: threading.Event | None) -> int:
+        """Replies read (or the batch written again), answers confirmed, offsets committed."""
+        batch = in_flight.batch
+        try:
+            statuses = self.writer.finish(in_flight.group)
+        except RETRIABLE as exc:
+            statuses = self._write_with_retry(batch, stop, exc)
+        if statuses.get("replayed") and batch.verbose:
+            log.info("Skipped requests already written", extra={"replayed": statuses["replayed"]})
+        self.outbound.send(batch)
+        self._commit(in_flight.records)
+        self.stats.count(batch)
+        for event, fields in batch.log_events:
+            log.info(event, extra=fields)
+        return len(in_flight.records)
 
-    def _reject(self, batch: Batch, raw: Any, origin: Origin, message: str, cause: str | None) -> None:
-        batch.failed += 1
-        log.warning(
-            message,
-            extra={
-                "parsed": isinstance(raw, dict),
-                "valid": False,
-                "cause": cause,
-                "data": raw,
-                "origin": origin.id,
-            },
-        )
-        batch.answers.append(answers.error_answer(raw, message, cause))
-        batch.dead_letters.append(
-            answers.dead_letter(
-                raw,
-                f"{message}: {cause}",
-                "kafka-monitor",
-                topic=origin.topic,
-                partition=origin.partition,
-                offset=origin.offset,
-            )
-        )
-
-    def _write(self, batch: Batch) -> None:
-        if not batch.requests and not batch.commands:
-            return
-        pipe = self.redis.pipeline(transaction=False)
-        self.frontier.enqueue_in(pipe, batch.requests)
-        for command in batch.commands:
-            command(pipe)
-        pipe.execute()
-
-    def _write_with_retry(self, batch: Batch, stop: threading.Event | None) -> None:
+    def _write_with_retry(self, batch: Batch, stop: threading.Event | None, error: Exception) -> Counter[str]:
+        """Write the batch again; while Redis refuses, hold it with back-off and read nothing else."""
+        try:
+            return self.writer.write_all(batch.requests, batch.commands)  # e.g. a stale connection
+        except RETRIABLE as exc:
+            error = exc
         delay = 0.1
-        paused = False
+        self._set_paused("redis", True)
         while True:
+            log.error(
+                "Redis unavailable; batch kept, retrying",
+                extra={"error": repr(error), "retry_in": delay, "messages": batch.total},
+            )
+            self._idle_poll(delay)
+            if stop is not None and stop.is_set():
+                raise ServiceUnavailable("stopped while Redis was unavailable") from error
             try:
-                self._write(batch)
-                break
-            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
-                if not paused:
-                    self.consumer.pause(*self.consumer.assignment())
-                    paused = True
-                log.error(
-                    "Redis unavailable; batch kept, retrying",
-                    extra={"error": str(exc), "retry_in": delay, "messages": batch.total},
-                )
-                self.consumer.poll(timeout_ms=int(delay * 1000))  # keeps the group membership alive
-                if stop is not None and stop.is_set() and delay >= MAX_BACKOFF:
-                    raise
-                delay = min(delay * 2, MAX_BACKOFF)
-        if paused:
-            self.consumer.resume(*self.consumer.paused())
+                statuses = self.writer.write_all(batch.requests, batch.commands)
+            except RETRIABLE as exc:
+                error, delay = exc, min(delay * 2, self.max_backoff)
+                continue
+            self._set_paused("redis", False)
             log.info("Redis is back; resuming", extra={"messages": batch.total})
-
-    def _send(self, batch: Batch) -> None:
-        appid_topics = self.settings.get_bool("KAFKA_APPID_TOPICS")
-        for answer in batch.answers:
-            payload = answers.encode(answer)
-            self.producer.send(self.outbound_topic, payload)
-            if appid_topics and answer.get("appid"):
-                self.producer.send(self.settings.topic(f"outbound_{answer['appid']}"), payload)
-        for letter in batch.dead_letters:
-            self.producer.send(self.dead_letter_topic, answers.encode(letter))
-        if batch.answers or batch.dead_letters:
-            self.producer.flush(timeout=30)
+            return statuses
 
     def _commit(self, records: list[ConsumerRecord]) -> None:
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for record in records:
+            offsets[TopicPartition(record.topic, record.partition)] = OffsetAndMetadata(record.offset + 1, "", -1)
+        try:
+            self.consumer.commit(offsets)
+        except CommitFailedError as exc:  # rebalanced meanwhile: the new owner replays, idempotently
+            log.warning("Offsets not committed; the batch will be replayed", extra={"error": str(exc)})
+
+    def _abandon(self, batches: list[InFlight | None]) -> None:
+        """Give up batches not committed: they will be read (and written, idempotently) again."""
+        self.writer.abandon()
+        self._rewind([r for b in batches if b is not None for r in b.records])
+
+    def _rewind(self, records: list[ConsumerRecord]) -> None:
+        first: dict[TopicPartition, int] = {}
+        for record in records:
             tp = TopicPartition(record.topic, record.partition)
-            offsets[tp] = OffsetAndMetadata(record.offset + 1, "", -1)
-        self.consumer.commit(offsets)
+            first[tp] = min(first.get(tp, record.offset), record.offset)
+        assigned = self.consumer.assignment()
+        for tp, offset in first.items():
+            if tp in assigned:
+                self.consumer.seek(tp, offset)
+
+    # --- pausing and housekeeping ---------------------------------------------------------------
+    def _tick(self) -> None:
+        """Backpressure check and stats, each on its own clock."""
+        self._set_paused("backpressure", self.backpressure.check())
+        self.stats.tick(self.backpressure.state())
+
+    def _idle_poll(self, seconds: float) -> None:
+        """A poll that only keeps the group membership; anything it returns is read again later."""
+        records = [r for part in self.consumer.poll(timeout_ms=int(seconds * 1000)).values() for r in part]
+        if records:
+            self._rewind(records)
+
+    def on_assigned(self, partitions: Any) -> None:
+        """New partitions start paused while the others are (called inside poll, before any fetch)."""
+        if self._pauses and partitions:
+            self.consumer.pause(*partitions)
+
+    def _set_paused(self, reason: str, on: bool) -> None:
+        if on == (reason in self._pauses):
+            return
+        if on:
+            self._pauses.add(reason)
+            self.consumer.pause(*self.consumer.assignment())
+        else:
+            self._pauses.discard(reason)
+            if not self._pauses:
+                self.consumer.resume(*self.consumer.paused())
 
 
-def _decode(value: bytes | None) -> Any:
-    if value is None:
-        raise InvalidMessage("Unparseable JSON Received", cause="empty message")
-    try:
-        return ujson.loads(value)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidMessage("Unparseable JSON Received", cause=str(exc)) from exc
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Logs which partitions a monitor reads and keeps new ones paused while it is paused."""
+
+    def __init__(self, monitor: KafkaMonitor) -> None:
+        self.monitor = monitor
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        if revoked:
+            log.info("Partitions revoked", extra={"partitions": _names(revoked)})
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        log.info("Partitions assigned", extra={"partitions": _names(assigned)})
+        self.monitor.on_assigned(assigned)
 
 
-def _closeness(schema_name: str, raw: dict[str, Any]) -> int:
-    """How many of a schema's required fields a message has: the best guess of what it meant."""
-    required = schemas.schema(schema_name).get("required", [])
-    return sum(1 for name in required if name in raw)
+def _names(partitions: Any) -> list[str]:
+    return sorted(f"{tp.topic}/{tp.partition}" for tp in partitions)
+
+
+def _chunks(records: list[ConsumerRecord], size: int) -> Iterator[list[ConsumerRecord]]:
+    for start in range(0, len(records), size):
+        yield records[start : start + size]

@@ -15,7 +15,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     wait_for_services(settings, ("redis", "kafka"), stop)
     monitor = RedisMonitor.from_settings(settings)
     if getattr(args, "burst", False):
-        while monitor.run_once():
+        while monitor.run_once(settings.get_int("REDIS_MONITOR_BATCH")):
             pass
         monitor.close()
         return 0

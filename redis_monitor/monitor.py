@@ -1,7 +1,11 @@
-"""The redis monitor's loop: every plugin gets a turn, then the heartbeat.
+"""The redis monitor's loop: take jobs, let the plugins answer them, run the periodic plugins.
 
-A plugin has `run_once(max_items) -> int` (the work it did); the loop sleeps SLEEP_TIME only
-when no plugin found anything to do, so a backlog drains at full speed.
+One round (`run_once`): acknowledge jobs whose answers Kafka confirmed, take due pending jobs
+(failed ones, and those of silent monitors) and new ones, hand each to the first plugin (by rank)
+that accepts it, run every periodic plugin, send, then heartbeat, flush stats and dump them.
+A job that raises is retried (REDIS_MONITOR_RETRY_DELAY, doubling) and after RETRY_FAILURES_MAX
+attempts answered with an error and dead-lettered; the monitor never dies of a job. While Redis
+is down, `run` backs off and tries again; jobs stay pending in the stream meanwhile.
 """
 
 from __future__ import annotations
@@ -11,46 +15,103 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from utils import keys
-from utils.clients import RedisClient, redis_client
+import redis
+
+from redis_monitor.context import Context
+from redis_monitor.dumps import StatsDumper
+from redis_monitor.jobs import JobStream
+from redis_monitor.outbox import Outbox
+from utils import answers, keys
+from utils.clients import ensure_topics, kafka_producer, redis_client
+from utils.jobs import Job
 from utils.plugins import load_plugins
 from utils.settings import Settings
+from utils.stats import StatsCollector, StatsConfig, beat
 
 log = logging.getLogger(__name__)
 
+HEARTBEAT_EVERY = 5.0  # seconds between heartbeats (their TTL is HEARTBEAT_TIMEOUT)
+MAX_BACKOFF = 10.0  # seconds between attempts while Redis is down
+SEND_WAIT = 10.0  # seconds a round waits for Kafka to confirm its answers (kept for later if not)
+RETRIABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+
 
 class RedisMonitor:
-    def __init__(self, settings: Settings, client: RedisClient, plugins: list[Any]) -> None:
-        self.settings = settings
-        self.redis = client
+    def __init__(self, context: Context, jobs: JobStream, plugins: list[Any], dumper: StatsDumper) -> None:
+        self.context = context
+        self.settings = context.settings
+        self.redis = context.redis
+        self.jobs = jobs
         self.plugins = plugins
-        self.process_id = uuid.uuid4().hex[:12]
-        self.host = socket.gethostname()
+        self.job_plugins = [p for p in plugins if hasattr(p, "handle")]
+        self.periodic = [p for p in plugins if hasattr(p, "run_once")]
+        self.dumper = dumper
+        self.max_attempts = self.settings.get_int("RETRY_FAILURES_MAX")
         self.last_heartbeat = 0.0
+        self.last_stats_flush = 0.0
+        self.last_reclaim = 0.0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> RedisMonitor:
-        client = redis_client(settings)
-        plugins = load_plugins(settings.get_dict("REDIS_MONITOR_PLUGINS"), settings, client=client)
-        return cls(settings, client, plugins)
+    def from_settings(cls, settings: Settings, clock: Callable[[], float] = time.time) -> RedisMonitor:
+        topics = [settings.topic(s) for s in ("outbound_firehose", "dead_letter", "crawled_firehose")]
+        ensure_topics(settings, topics)
+        client = redis_client(settings, decode=True)
+        stats_config = StatsConfig.from_settings(settings)
+        context = Context(
+            settings=settings,
+            redis=client,
+            outbox=Outbox(kafka_producer(settings), settings),
+            stats=StatsCollector(client, stats_config, clock),
+            host=socket.gethostname(),
+            process_id=uuid.uuid4().hex[:12],
+            clock=clock,
+        )
+        jobs = JobStream(
+            client,
+            f"{context.host}:{context.process_id}",
+            settings.get_float("REDIS_MONITOR_CLAIM_IDLE"),
+            settings.get_float("REDIS_MONITOR_RETRY_DELAY"),
+            clock,
+        )
+        plugins = load_plugins(settings.get_dict("REDIS_MONITOR_PLUGINS"), settings, context=context)
+        return cls(context, jobs, plugins, StatsDumper.from_settings(settings, client))
 
+    # --- loop -----------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
+        """Rounds until `stop` is set; an idle round waits for new jobs up to SLEEP_TIME."""
         log.info("Redis monitor started", extra={"plugins": [type(p).__name__ for p in self.plugins]})
+        sleep = self.settings.get_float("REDIS_MONITOR_SLEEP_TIME")
+        batch = self.settings.get_int("REDIS_MONITOR_BATCH")
+        delay = 0.1
         while not stop.is_set():
-            if not self.run_once():
-                stop.wait(self.settings.get_float("REDIS_MONITOR_SLEEP_TIME"))
+            try:
+                if not self.run_once(batch):
+                    self.jobs.wait(int(sleep * 1000))
+                delay = 0.1
+            except RETRIABLE as exc:
+                log.error("Redis unavailable; retrying", extra={"error": str(exc), "retry_in": delay})
+                stop.wait(delay)
+                delay = min(delay * 2, MAX_BACKOFF)
+            except Exception:  # the loop itself failed (not a job): log, back off, go on
+                log.exception("Redis monitor round failed; retrying", extra={"retry_in": delay})
+                stop.wait(delay)
+                delay = min(delay * 2, MAX_BACKOFF)
         self.close()
 
     def run_once(self, max_items: int = 100) -> int:
-        done = 0
-        for plugin in self.plugins:
-            try:
-                done += plugin.run_once(max_items)
-            except Exception:  # one plugin's failure must not stop the others
-                log.exception("Redis monitor plugin failed", extra={"plugin": type(plugin).__name__})
-        self._heartbeat()
+        """One round; returns the jobs and periodic items handled."""
+        self._acknowledge(self.context.outbox.settle(0))
+        jobs = self._take(max_items)
+        for job in jobs:
+            self._handle(job)
+        done = len(jobs) + self._report_bad_entries()
+        for plugin in self.periodic:
+            done += self._run_periodic(plugin, max_items)
+        self._acknowledge(self.context.outbox.settle(SEND_WAIT))
+        self._housekeeping()
         return done
 
     def close(self) -> None:
@@ -58,14 +119,90 @@ class RedisMonitor:
             close = getattr(plugin, "close", None)
             if close is not None:
                 close()
-
-    def _heartbeat(self) -> None:
-        now = time.time()
-        if now - self.last_heartbeat < 5:
-            return
-        self.last_heartbeat = now
-        key = keys.heartbeat("redis-monitor", self.host, self.process_id)
         try:
-            self.redis.set(key, now, ex=self.settings.get_int("HEARTBEAT_TIMEOUT"))
-        except Exception:
-            log.exception("Heartbeat failed")
+            self._acknowledge(self.context.outbox.settle(SEND_WAIT))
+            self.context.stats.flush()
+        except RETRIABLE:
+            log.warning("Redis unavailable at shutdown; unacknowledged jobs will be answered again")
+        self.context.outbox.close(SEND_WAIT)
+
+    # --- jobs -----------------------------------------------------------------------------------
+    def _take(self, max_items: int) -> list[Job]:
+        jobs: list[Job] = []
+        now = self.context.clock()
+        if now - self.last_reclaim >= self.jobs.retry_delay_ms / 2000:
+            self.last_reclaim = now
+            jobs = self.jobs.reclaim(max_items, exclude=self.context.outbox.waiting)
+        return jobs + self.jobs.read(max_items - len(jobs))
+
+    def _handle(self, job: Job) -> None:
+        plugin = next((p for p in self.job_plugins if p.accepts(job)), None)
+        if plugin is None:
+            self._give_up(job, "No plugin handles this request", f"kind {job.kind!r}: no enabled plugin accepts it")
+            return
+        try:
+            messages = plugin.handle(job)
+        except RETRIABLE:
+            raise  # Redis is down: the round ends, the job stays pending and is tried again
+        except Exception as exc:  # a job must never stop the monitor
+            self._failed(job, plugin, exc)
+            return
+        for message in messages:
+            self.context.outbox.answer(message, job.entry_id)
+        self.context.count("total")
+        self.context.count(type(plugin).__name__)
+
+    def _failed(self, job: Job, plugin: Any, exc: Exception) -> None:
+        self.context.count("fail")
+        fields = {"uuid": job.uuid, "appid": job.appid, "kind": job.kind, "plugin": type(plugin).__name__,
+                  "attempt": job.deliveries, "entry_id": job.entry_id}  # fmt: skip
+        if job.deliveries < self.max_attempts:
+            log.error("Job failed; it will be retried", extra=fields, exc_info=exc)
+            return
+        log.error("Could not process action within failure limit", extra=fields, exc_info=exc)
+        self._give_up(job, "Could not process action within failure limit", f"{type(exc).__name__}: {exc}")
+
+    def _give_up(self, job: Job, message: str, cause: str) -> None:
+        """Answer with an error and dead-letter the job; it is acknowledged once Kafka confirms."""
+        self.context.outbox.answer(answers.error_answer(job.request, message, cause), job.entry_id)
+        letter = answers.dead_letter(job.request, f"{message}: {cause}", "redis-monitor",
+                                     kind=job.kind, entry_id=job.entry_id, attempts=job.deliveries)  # fmt: skip
+        self.context.outbox.dead_letter(letter, job.entry_id)
+
+    def _report_bad_entries(self) -> int:
+        """Stream entries that are not jobs at all: dead-lettered and dropped."""
+        bad, self.jobs.bad = self.jobs.bad, []
+        for entry_id, fields in bad:
+            letter = answers.dead_letter(fields, "unreadable job entry", "redis-monitor", entry_id=entry_id)
+            self.context.outbox.dead_letter(letter, entry_id)
+        return len(bad)
+
+    def _acknowledge(self, entry_ids: set[str]) -> None:
+        self.jobs.done(entry_ids)
+        if self.context.outbox.waiting:
+            self.jobs.keep(self.context.outbox.waiting)  # not answered yet: no other monitor takes them
+
+    def _run_periodic(self, plugin: Any, max_items: int) -> int:
+        try:
+            done: int = plugin.run_once(max_items)
+            return done
+        except RETRIABLE:
+            raise
+        except Exception:  # one plugin's failure must not stop the others
+            self.context.count("fail")
+            log.exception("Redis monitor plugin failed", extra={"plugin": type(plugin).__name__})
+            return 0
+
+    # --- heartbeat, stats ---------------------------------------------------------------------
+    def _housekeeping(self) -> None:
+        now = self.context.clock()
+        if now - self.last_heartbeat >= HEARTBEAT_EVERY:
+            self.last_heartbeat = now
+            c = self.context
+            key = keys.heartbeat("redis-monitor", c.host, c.process_id)
+            beat(self.redis, "redis-monitor", c.host, c.process_id, self.settings.get_int("HEARTBEAT_TIMEOUT"), key)
+            self.jobs.prune_consumers()
+        if now - self.last_stats_flush >= self.settings.get_float("STATS_CYCLE"):
+            self.last_stats_flush = now
+            self.context.stats.flush()
+        self.dumper.maybe_dump(now)

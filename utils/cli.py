@@ -119,9 +119,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"shoal: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings, component=args.command)
+    _serve_metrics(settings, args.command)
     command = _component(COMMANDS[args.command][0])
     result = command(settings, args)
     return int(result or 0)
+
+
+# Long-running components and the name their metrics carry.
+METRICS_COMPONENTS = {"kafka-monitor": "kafka-monitor", "crawl": "crawler", "redis-monitor": "redis-monitor",
+                      "rest": "rest"}
+
+
+def _serve_metrics(settings: Settings, command: str) -> None:
+    """Every long-running component serves Prometheus metrics; the redis monitor also the frontier's."""
+    component = METRICS_COMPONENTS.get(command)
+    if component is None:
+        return
+    from utils.metrics import register_frontier_collector, start_metrics_server
+
+    start_metrics_server(settings, component)
+    if component == "redis-monitor":
+        register_frontier_collector(settings)
 
 
 def stop_event_on_signals() -> threading.Event:

@@ -67,6 +67,10 @@ GLOBAL_PAGE_PER_DOMAIN_LIMIT_TIMEOUT = 600  # seconds; idle expiry of that count
 DOMAIN_MAX_PAGE_TIMEOUT = 600  # seconds; idle expiry of the domain_max_pages counter
 CRAWL_STATE_TIMEOUT = 86400  # seconds; idle expiry of a crawl's progress and index keys
 HEARTBEAT_TIMEOUT = 120  # seconds; TTL of every process heartbeat key
+DUPEFILTER_MODE = "exact"  # exact or bloom; a crawl's dupefilter unless its request says "dupefilter"
+DUPEFILTER_BLOOM_CAPACITY = 1_000_000  # URLs; how many URLs of one crawl a Bloom dupefilter is sized for
+DUPEFILTER_BLOOM_ERROR_RATE = 0.001  # ratio; false-positive rate of a Bloom dupefilter at capacity
+THROTTLE_PAUSE_MAX = 600.0  # seconds; longest cluster-wide hold-back of a domain (Retry-After, Crawl-delay)
 
 # --- Scrapy (handed to Scrapy's settings by the crawler's add-on) ------------------------------
 CONCURRENT_REQUESTS = 16  # requests; downloads in flight per crawler process
@@ -77,6 +81,7 @@ RETRY_TIMES = 3  # attempts; retries of a failed request before it is dead-lette
 ROBOTSTXT_OBEY = True  # bool; obey robots.txt
 USER_AGENT = "Shoal/0.1 (+https://github.com/shoal-crawler/shoal)"  # default User-Agent
 DNSCACHE_ENABLED = True  # bool; Scrapy's in-process DNS cache
+RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]  # HTTP statuses retried (Scrapy's list)
 
 # --- Stats -------------------------------------------------------------------------------------
 STATS_TIMES = [900, 3600, 21600, 43200, 86400, 604800]  # seconds; rolling windows stats report
@@ -86,22 +91,73 @@ STATS_LIFETIME_TTL = 30 * 86400  # seconds; lifetime counters expire after this 
 STATS_DUMP = 60  # seconds; period of the stats dump in the log; 0 = off
 
 # --- Crawler (owned by the crawler work; add crawler settings below this line) ----------------
+RETRY_BACKOFF_BASE = 1.0  # seconds; delay before the first retry, doubled for each further one
+RETRY_BACKOFF_MAX = 60.0  # seconds; longest delay between two tries of a request
+RETRY_PRIORITY_ADJUST = -10  # priority; added to a request's priority for each retry (Scrapy Cluster)
+STATS_RESPONSE_CODES: list[int] = []  # HTTP statuses counted per spider in stats; empty = every status
 
 # --- Kafka monitor (add kafka monitor settings below this line) --------------------------------
 # dotted path -> rank; a message goes to the first plugin whose schema it matches; None disables
-KAFKA_MONITOR_PLUGINS: dict[str, int | None] = {  # plugin path -> rank (None disables)
+KAFKA_MONITOR_PLUGINS: dict[str, int | None] = {  # plugin path -> rank (None disables); Scrapy Cluster's PLUGINS
     "kafka_monitor.plugins.crawl.CrawlHandler": 100,
+    "kafka_monitor.plugins.action.ActionHandler": 200,
+    "kafka_monitor.plugins.stats.StatsHandler": 300,
+    "kafka_monitor.plugins.zookeeper.ZookeeperHandler": 400,
 }
+KAFKA_MONITOR_WRITE_CHUNK = 500  # messages; a batch's pipeline is sent in chunks this size while the next is validated
+KAFKA_MONITOR_RETRY_MAX_BACKOFF = 10.0  # seconds; longest wait between two attempts to write a batch while Redis is down
+KAFKA_MONITOR_BACKPRESSURE_INTERVAL = 1.0  # seconds; shortest time between two checks of Redis memory and backlog
+KAFKA_MONITOR_MEMORY_HIGH_WATER = 0  # bytes; pause consuming at this Redis used_memory; 0 = 90 % of maxmemory (none: off)
+KAFKA_MONITOR_MEMORY_LOW_WATER = 0  # bytes; resume consuming below this used_memory; 0 = 80 % of the high-water mark
+KAFKA_MONITOR_BACKLOG_HIGH_WATER = 0  # requests; pause consuming when all spiders' queues hold this many; 0 = off
+KAFKA_MONITOR_BACKLOG_LOW_WATER = 0  # requests; resume consuming below this backlog; 0 = 80 % of the high-water mark
 
 # --- Redis monitor (add redis monitor settings below this line) --------------------------------
-REDIS_MONITOR_PLUGINS: dict[str, int | None] = {}  # dotted path -> rank; None disables
+REDIS_MONITOR_PLUGINS: dict[str, int | None] = {  # dotted path -> rank; None disables
+    "redis_monitor.plugins.info.InfoMonitor": 100,
+    "redis_monitor.plugins.stop.StopMonitor": 200,
+    "redis_monitor.plugins.expire.ExpireMonitor": 300,
+    "redis_monitor.plugins.stats.StatsMonitor": 400,
+    "redis_monitor.plugins.zookeeper.ZookeeperMonitor": 500,
+    "redis_monitor.plugins.dead_letters.DeadLetterMonitor": 600,
+    "redis_monitor.plugins.reaper.ReaperMonitor": 700,
+    "redis_monitor.plugins.finished.FinishedMonitor": 800,
+}
 REDIS_MONITOR_SLEEP_TIME = 0.1  # seconds; pause of an idle redis monitor loop
+REDIS_MONITOR_BATCH = 10  # jobs; most jobs one monitor takes per round (small: idle monitors share a burst)
+REDIS_MONITOR_CLAIM_IDLE = 30.0  # seconds; a job pending this long at another monitor is taken over (it died)
+REDIS_MONITOR_RETRY_DELAY = 1.0  # seconds; wait before a failed job is tried again (doubles per attempt)
+RETRY_FAILURES_MAX = 3  # attempts; a job that failed this often is answered with an error and dropped
+STOP_BLACKLIST_TTL = 3600  # seconds; a stopped or expired crawl refuses new children this long (then reusable)
+REAPER_INTERVAL = 1.0  # seconds; period of the lease reaper's pass over every spider's in-flight set
+REAPER_BATCH = 500  # leases; most expired leases one reaper call re-queues or dead-letters
+EXPIRE_INTERVAL = 1.0  # seconds; period of the check for crawls whose `expires` time has passed
+FINISHED_INTERVAL = 1.0  # seconds; period of the check for crawls with nothing queued, in flight or delayed
+STATS_DUMP_CRAWL = True  # bool; the periodic stats dump also logs the crawlers' counters
+STATS_DUMP_QUEUE = True  # bool; the periodic stats dump also logs the queue backlogs
 
 # --- Operations: metrics (add operations settings below this line) -----------------------------
+METRICS_ENABLED = True  # bool; serve Prometheus metrics at http://METRICS_HOST:METRICS_PORT/metrics
+METRICS_HOST = "127.0.0.1"  # interface the metrics endpoint listens on; 0.0.0.0 in containers
+METRICS_PORT = 0  # TCP port of the metrics endpoint; 0 = a free port (`shoal status --json` shows it)
+METRICS_LABEL_VALUES = 50  # values; distinct values kept per free-form label (reason, topic...), more = "other"
+METRICS_TOP_DOMAINS = 20  # domains; per spider, the largest backlogs exported with a domain label
+METRICS_DOMAIN_SCAN_LIMIT = 10000  # domains; most domain queues per spider one frontier reading measures
+METRICS_FRONTIER_CACHE = 5.0  # seconds; a frontier reading (depths, backlogs) is reused this long
 
 # --- REST --------------------------------------------------------------------------------------
 REST_HOST = "127.0.0.1"  # interface the REST gateway listens on
 REST_PORT = 5343  # TCP port of the REST gateway (Scrapy Cluster's FLASK_PORT)
+WAIT_FOR_RESPONSE_TIME = 5.0  # seconds; how long /feed waits for the answer before returning a poll_id
+REST_POLL_RESULT_TTL = 3600  # seconds; an answer nobody waited for stays in rest:poll:<uuid> this long
+REST_API_KEY = ""  # secret the mutating endpoints require in the X-API-Key header; empty = no key
+REST_CORS_ORIGINS: list[str] = []  # list of origins allowed to call the gateway from a browser; empty = CORS off
+REST_HEARTBEAT_INTERVAL = 5.0  # seconds; period of the gateway's heartbeat and health probes (SC's SLEEP_TIME)
+REST_SAMPLE_INTERVAL = 2.0  # seconds; how often the gateway samples live crawls (rates, dashboard chart)
+REST_RATE_WINDOW = 30.0  # seconds; pages/s and ETA are averaged over this window
+REST_CHART_SECONDS = 600  # seconds; history of the dashboard's pages/s chart
+REST_STREAM_INTERVAL = 1.0  # seconds; most time between two progress events of a crawl's event stream
+REST_ACCESS_LOG = False  # bool; log every HTTP request (Scrapy Cluster's FLASK_LOGGING_ENABLED)
 
 # --- Logging -----------------------------------------------------------------------------------
 LOG_LEVEL = "INFO"  # DEBUG, INFO, WARNING, ERROR or CRITICAL

@@ -1,12 +1,14 @@
-"""Request fingerprints for the dupefilter: 8 binary bytes of SHA-1 over method, canonical URL, body.
+"""Request fingerprints for the dupefilter, and the size of a Bloom-filter dupefilter.
 
-Eight bytes keep the exact dupefilter under 70 bytes per URL in Redis; the chance that two of
-a million URLs collide is about 3e-8 (birthday bound, 64 bits).
+Eight bytes of SHA-1 over method, canonical URL and body keep the exact dupefilter under 70 bytes
+per URL in Redis; the chance that two of a million URLs collide is about 3e-8 (birthday bound,
+64 bits). The Bloom mode (enqueue.lua) probes bits derived from the same eight bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 
 from w3lib.url import canonicalize_url
 
@@ -22,3 +24,23 @@ def fingerprint(url: str, method: str = "GET", body: bytes | str | None = None) 
     if body:
         digest.update(body.encode() if isinstance(body, str) else body)
     return digest.digest()[:FINGERPRINT_BYTES]
+
+
+def bloom_size(capacity: int, error_rate: float) -> tuple[int, int]:
+    """(bits, hash functions) of a Bloom filter holding `capacity` URLs at `error_rate` false positives.
+
+    The textbook optimum m = -n ln p / (ln 2)^2, k = m/n ln 2: 14.4 bits (1.8 bytes) per URL at
+    0.1 %. The bit count is rounded up to a prime so double hashing never cycles early.
+    """
+    if capacity < 1 or not 0 < error_rate < 1:
+        raise ValueError(f"bad Bloom filter shape: capacity={capacity} error_rate={error_rate}")
+    bits = math.ceil(-capacity * math.log(error_rate) / math.log(2) ** 2)
+    hashes = max(1, round(bits / capacity * math.log(2)))
+    return _next_prime(max(bits, 3)), hashes
+
+
+def _next_prime(n: int) -> int:
+    candidate = n | 1
+    while any(candidate % d == 0 for d in range(3, math.isqrt(candidate) + 1, 2)):
+        candidate += 2
+    return candidate

@@ -1,7 +1,8 @@
-"""The crawl frontier in Redis: enqueue through the filters, leased pops under the throttle, acks.
+"""The crawl frontier in Redis: enqueue through the filters, leased pops under the throttle, settling.
 
 Each operation is one Lua call (utils/lua), so a batch of requests costs one round trip whatever
-its size; `Frontier.flush` sends found links and acks of finished pages in one pipeline.
+its size; `Frontier.settle` writes a spider's found links, retries, dead letters and acks in one
+pipeline. `round_trips` counts every call, for the "≤ 3 round trips per page" target (DESIGN.md).
 """
 
 from __future__ import annotations
@@ -11,16 +12,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ujson
+from redis.exceptions import NoScriptError
 
-from utils import crawl_request
+from utils import crawl_request, dead_letters
 from utils.clients import RedisClient
-from utils.scripts import Scripts
+from utils.fingerprint import bloom_size
+from utils.scripts import Scripts, evalsha_in
 from utils.settings import Settings
+
+DUPEFILTER_MODES = ("exact", "bloom")
 
 
 @dataclass(frozen=True)
 class NewRequest:
-    """A request to queue: where it goes, the filters it passes, and its stored JSON."""
+    """A request to queue: where it goes, the filters it passes, and its stored JSON.
+
+    `expires`, `dupefilter` and `dont_filter` are read from the payload when left at None (the
+    kafka monitor's seeds); `drop` refuses the request with that reason, counted in the same call.
+    """
 
     spiderid: str
     domain: str
@@ -33,39 +42,67 @@ class NewRequest:
     seed: bool = False  # seeds are recorded in the dupefilter but never dropped by it
     offset_key: str = ""  # with offset: skip if a kafka monitor already wrote this message
     offset: int = -1
+    expires: int | None = None  # unix seconds; 0 = never
+    dupefilter: str | None = None  # exact | bloom | '' (the setting)
+    drop: str = ""  # a reason to refuse it (e.g. 'blacklist' for a ZooKeeper-blacklisted domain)
 
     def argv(self) -> list[Any]:
+        expires, mode, fp = self.expires, self.dupefilter, self.fingerprint
+        if expires is None or mode is None:
+            payload_expires, payload_mode, dont_filter = _payload_options(self.payload)
+            expires = payload_expires if expires is None else expires
+            mode = payload_mode if mode is None else mode
+            fp = None if dont_filter else fp
         return [
             self.spiderid,
             self.domain,
             self.priority,
             self.appid,
             self.crawlid,
-            self.fingerprint or b"",
+            fp or b"",
             self.max_pages,
             "1" if self.seed else "0",
             self.offset_key,
             self.offset,
             self.payload,
+            expires,
+            mode,
+            self.drop,
         ]
+
+
+def _payload_options(payload: str) -> tuple[int, str, bool]:
+    """(expires, dupefilter mode, dont_filter) of a stored request; cheap when they are absent."""
+    if '"expires"' not in payload and '"dupefilter"' not in payload and '"dont_filter"' not in payload:
+        return 0, "", False
+    record = crawl_request.decode(payload)
+    return int(record.get("expires") or 0), str(record.get("dupefilter") or ""), bool(record.get("dont_filter"))
 
 
 @dataclass(frozen=True)
 class Lease:
-    """A request handed to a spider; it stays in `<spiderid>:inflight` until acked."""
+    """A request handed to a spider; it stays in `<spiderid>:inflight` until settled."""
 
     spiderid: str
     domain: str
     request_id: str  # the queue member: 16 hex digits
     record: dict[str, Any]
 
+    @property
+    def member(self) -> str:
+        """Its member in `<spiderid>:inflight` and `<spiderid>:delayed`."""
+        return f"{self.domain}\t{self.request_id}"
+
+    def head(self) -> list[str]:
+        return [self.spiderid, self.domain, self.request_id, self.record["appid"], self.record["crawlid"]]
+
 
 @dataclass(frozen=True)
 class Popped:
-    """The leases of one pop, and when a throttled domain with work is next allowed (seconds)."""
+    """The leases of one pop, and when a throttled domain or a retry is next ready (seconds)."""
 
     leases: list[Lease]
-    retry_after: float | None  # None: no queued domain is waiting on its throttle
+    retry_after: float | None  # None: nothing is waiting on a throttle or a retry time
 
 
 @dataclass(frozen=True)
@@ -86,6 +123,34 @@ class Ack:
 
     def argv(self) -> list[str]:
         return [self.spiderid, self.domain, self.request_id, self.appid, self.crawlid, self.outcome]
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A leased request to try again after `delay` seconds, stored as `record` (attempt counted)."""
+
+    lease: Lease
+    record: dict[str, Any]
+    delay: float
+    pause_key: str = ""  # throttle key held back cluster-wide (Retry-After), '' = none
+    pause: float = 0.0  # seconds
+
+    def argv(self) -> list[Any]:
+        payload = crawl_request.encode(self.record)
+        return [*self.lease.head(), self.delay, payload, self.pause_key, self.pause]
+
+
+@dataclass
+class Settlement:
+    """What a spider hands back in one flush: found links, retries, dead letters, acks."""
+
+    requests: list[NewRequest] = field(default_factory=list)
+    retries: list[Retry] = field(default_factory=list)
+    dead: list[dict[str, Any]] = field(default_factory=list)  # utils.dead_letters records
+    acks: list[Ack] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.requests or self.retries or self.dead or self.acks)
 
 
 @dataclass
@@ -110,9 +175,13 @@ class ThrottlePolicy:
             ujson.dumps(sorted(self.blacklist)) if self.blacklist else "[]",
         ]
 
+    def key(self, domain: str) -> str:
+        """The throttle key of a domain under this policy."""
+        return self.key_prefix + domain
+
 
 class Frontier:
-    """Typed wrappers around the enqueue, pop and ack scripts of one Redis client."""
+    """Typed wrappers around the frontier scripts of one Redis client."""
 
     def __init__(
         self,
@@ -123,18 +192,24 @@ class Frontier:
         global_page_limit: int = 0,
         global_page_timeout: int = 600,
         lease_timeout: float = 120.0,
+        dupefilter_mode: str = "exact",
+        bloom: tuple[int, int] = (14_377_619, 10),
     ) -> None:
+        if dupefilter_mode not in DUPEFILTER_MODES:
+            raise ValueError(f"dupefilter mode {dupefilter_mode!r} is not one of {DUPEFILTER_MODES}")
         self.client = client
         self.scripts = Scripts(client)
         self.lease_timeout = lease_timeout
         self.state_timeout = state_timeout
+        self.round_trips = 0
         self._enqueue_head = [
             dupefilter_timeout,
             state_timeout,
             domain_page_timeout,
             global_page_limit,
             global_page_timeout,
-            0,
+            dupefilter_mode,
+            *bloom,
         ]
 
     @classmethod
@@ -147,12 +222,17 @@ class Frontier:
             global_page_limit=settings.get_int("GLOBAL_PAGE_PER_DOMAIN_LIMIT"),
             global_page_timeout=settings.get_int("GLOBAL_PAGE_PER_DOMAIN_LIMIT_TIMEOUT"),
             lease_timeout=settings.get_float("LEASE_TIMEOUT"),
+            dupefilter_mode=settings.get_str("DUPEFILTER_MODE"),
+            bloom=bloom_size(
+                settings.get_int("DUPEFILTER_BLOOM_CAPACITY"), settings.get_float("DUPEFILTER_BLOOM_ERROR_RATE")
+            ),
         )
 
     def enqueue(self, requests: Sequence[NewRequest]) -> list[str]:
-        """Queue requests; returns one status each (queued, duplicate, page_limit, blacklist, replayed)."""
+        """Queue requests; one status each (queued, duplicate, page_limit, blacklist, expired, replayed)."""
         if not requests:
             return []
+        self.round_trips += 1
         return [_text(s) for s in self.scripts.enqueue(args=self._enqueue_argv(requests))]
 
     def enqueue_in(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
@@ -162,48 +242,120 @@ class Frontier:
 
     def pop(self, spiderid: str, max_items: int, throttle: ThrottlePolicy, scan_limit: int = 500) -> Popped:
         """Lease up to `max_items` requests of `spiderid`, best priority first, under the throttle."""
-        args = [spiderid, max_items, self.lease_timeout, scan_limit, *throttle.argv(), self.state_timeout]
-        flat = self.scripts.pop(args=args)
-        wait_ms = int(flat[0])
-        leases = []
-        for i in range(1, len(flat), 3):
-            domain, request_id, payload = _text(flat[i]), _text(flat[i + 1]), flat[i + 2]
-            record = crawl_request.decode(payload) if payload else {}
-            leases.append(Lease(spiderid, domain, request_id, record))
-        return Popped(leases, None if wait_ms < 0 else wait_ms / 1000)
+        self.round_trips += 1
+        return _popped(spiderid, self.scripts.pop(args=self._pop_args(spiderid, max_items, throttle, scan_limit)))
+
+    def _pop_args(self, spiderid: str, max_items: int, throttle: ThrottlePolicy, scan_limit: int) -> list[Any]:
+        return [spiderid, max_items, self.lease_timeout, scan_limit, *throttle.argv(), self.state_timeout, 100]
 
     def ack(self, acks: Sequence[Ack]) -> list[str]:
         """Settle leases; returns 'acked' or 'unknown' (already settled or purged) for each."""
-        if not acks:
-            return []
-        return [_text(s) for s in self.scripts.ack(args=self._ack_argv(acks))]
+        return self.settle(Settlement(acks=list(acks)))["acks"]
 
     def ack_in(self, pipe: Any, acks: Sequence[Ack]) -> None:
         """Add the ack call to a pipeline."""
         if acks:
-            self.scripts.ack(args=self._ack_argv(acks), client=pipe)
+            self.scripts.ack(args=self._flat([self.state_timeout], (a.argv() for a in acks)), client=pipe)
+
+    def retry(self, retries: Sequence[Retry]) -> list[str]:
+        """Move leases to `<spiderid>:delayed`; 'delayed' or 'unknown' (no longer held) for each."""
+        return self.settle(Settlement(retries=list(retries)))["retries"]
 
     def flush(self, requests: Sequence[NewRequest], acks: Sequence[Ack]) -> tuple[list[str], list[str]]:
         """Found links first, then acks, in one round trip: a crawl never looks finished between them."""
-        if not requests or not acks:
-            return self.enqueue(requests), self.ack(acks)
-        pipe = self.client.pipeline(transaction=False)
-        self.enqueue_in(pipe, requests)
-        self.ack_in(pipe, acks)
-        queued, acked = pipe.execute()
-        return [_text(s) for s in queued], [_text(s) for s in acked]
+        done = self.settle(Settlement(requests=list(requests), acks=list(acks)))
+        return done["requests"], done["acks"]
 
-    def _ack_argv(self, acks: Sequence[Ack]) -> list[Any]:
-        args: list[Any] = [self.state_timeout]
-        for ack in acks:
-            args.extend(ack.argv())
-        return args
+    def settle(self, batch: Settlement) -> dict[str, list[str]]:
+        """Links, retries, dead letters, then acks, in one pipeline (one round trip)."""
+        if not batch:
+            return {"requests": [], "retries": [], "acks": []}
+        return self._settle_retrying(batch, None)[0]
+
+    def settle_and_pop(
+        self, batch: Settlement, spiderid: str, max_items: int, throttle: ThrottlePolicy, scan_limit: int = 500
+    ) -> tuple[dict[str, list[str]], Popped]:
+        """`settle` and then `pop` in the same round trip: a spider that runs out of leases gets
+        its own found links written and new work back without waiting for its next flush."""
+        out, popped = self._settle_retrying(batch, (spiderid, max_items, throttle, scan_limit))
+        assert popped is not None
+        return out, popped
+
+    def _settle_retrying(
+        self, batch: Settlement, pop: tuple[str, int, ThrottlePolicy, int] | None
+    ) -> tuple[dict[str, list[str]], Popped | None]:
+        try:
+            return self._settle(batch, True, pop)
+        except NoScriptError:
+            # Redis restarted and lost its scripts; every EVALSHA failed together, the plain
+            # dead-letter writes went through, so only the scripts are sent again.
+            self.scripts.load(self.client)
+            return self._settle(batch, False, pop)
+
+    def _settle(
+        self, batch: Settlement, with_dead: bool, pop: tuple[str, int, ThrottlePolicy, int] | None
+    ) -> tuple[dict[str, list[str]], Popped | None]:
+        pipe = self.client.pipeline(transaction=False)
+        slots: list[tuple[str, int]] = []  # result name -> its index in the pipeline
+        if batch.requests:
+            slots.append(("requests", len(pipe)))
+            evalsha_in(pipe, self.scripts.enqueue, self._enqueue_argv(batch.requests))
+        if batch.retries:
+            slots.append(("retries", len(pipe)))
+            evalsha_in(pipe, self.scripts.retry, self._flat([self.state_timeout], (r.argv() for r in batch.retries)))
+        for entry in batch.dead if with_dead else ():
+            dead_letters.store(pipe, entry)
+        if batch.acks:
+            slots.append(("acks", len(pipe)))
+            evalsha_in(pipe, self.scripts.ack, self._flat([self.state_timeout], (a.argv() for a in batch.acks)))
+        if pop is not None:
+            evalsha_in(pipe, self.scripts.pop, self._pop_args(*pop))
+        self.round_trips += 1
+        results = pipe.execute()
+        out: dict[str, list[str]] = {"requests": [], "retries": [], "acks": []}
+        out.update({name: [_text(s) for s in results[index]] for name, index in slots})
+        return out, (_popped(pop[0], results[-1]) if pop is not None else None)
+
+    def release(self, leases: Sequence[Lease]) -> list[str]:
+        """Return leases to their queues at once (clean shutdown); the attempt is not counted."""
+        if not leases:
+            return []
+        groups = ([*lease.head(), -int(lease.record.get("priority", 1))] for lease in leases)
+        self.round_trips += 1
+        return [_text(s) for s in self.scripts.release(args=self._flat([self.state_timeout], groups))]
+
+    def extend(self, spiderid: str, leases: Sequence[Lease]) -> list[str]:
+        """Push the deadlines of held leases to now + LEASE_TIMEOUT; returns the members lost."""
+        if not leases:
+            return []
+        self.round_trips += 1
+        lost = self.scripts.extend(args=[spiderid, self.lease_timeout, *(lease.member for lease in leases)])
+        return [_text(m) for m in lost]
+
+    def set_throttle_delay(self, throttle_key: str, seconds: float, ttl: int) -> None:
+        """Seconds between two hits of a throttle key cluster-wide (robots.txt Crawl-delay)."""
+        self.round_trips += 1
+        self.client.set(f"{throttle_key}:throttle_delay", seconds, ex=ttl)
 
     def _enqueue_argv(self, requests: Sequence[NewRequest]) -> list[Any]:
-        args: list[Any] = list(self._enqueue_head)
-        for request in requests:
-            args.extend(request.argv())
+        return self._flat(self._enqueue_head, (r.argv() for r in requests))
+
+    @staticmethod
+    def _flat(head: list[Any], groups: Any) -> list[Any]:
+        args = list(head)
+        for group in groups:
+            args.extend(group)
         return args
+
+
+def _popped(spiderid: str, flat: list[Any]) -> Popped:
+    wait_ms = int(flat[0])
+    leases = []
+    for i in range(1, len(flat), 3):
+        domain, request_id, payload = _text(flat[i]), _text(flat[i + 1]), flat[i + 2]
+        record = crawl_request.decode(payload) if payload else {}
+        leases.append(Lease(spiderid, domain, request_id, record))
+    return Popped(leases, None if wait_ms < 0 else wait_ms / 1000)
 
 
 def _text(value: bytes | str) -> str:

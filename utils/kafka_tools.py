@@ -1,16 +1,24 @@
-"""`shoal feed` and `shoal dump`: Scrapy Cluster's `kafka_monitor.py feed` and `kafkadump.py dump`."""
+"""`shoal feed` and `shoal dump`: Scrapy Cluster's `kafka_monitor.py feed` and `kafkadump.py dump`.
+
+`feed` sends one request given as an argument, or one per line from a file or stdin, and waits for
+the broker to confirm each (Scrapy Cluster's SIGALRM timeout broke off the main thread, its issue
+#204; here the producer's own timeout is used). `dump` has kafkadump's options: from the beginning,
+no body, just the body, pretty, and base64 bodies decoded with the page's encoding.
+"""
 
 from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 import ujson
+from kafka.errors import KafkaError
 
 from utils.clients import kafka_consumer, kafka_producer
 from utils.settings import Settings
@@ -33,12 +41,12 @@ def read_requests(args: argparse.Namespace, stdin: TextIO = sys.stdin) -> Iterat
             source.close()
 
 
-def feed(settings: Settings, lines: Iterator[str]) -> tuple[int, int]:
-    """Send each JSON line to the incoming topic; returns (sent, refused as not JSON)."""
+def feed(settings: Settings, lines: Iterable[str]) -> tuple[list[str], int, int]:
+    """Send each JSON line to the incoming topic; returns (lines fed, refused as not JSON, failed)."""
     topic = settings.incoming_topic
     producer = kafka_producer(settings)
-    sent = refused = 0
-    futures = []
+    refused = 0
+    pending: list[tuple[str, Any]] = []
     try:
         for line in lines:
             try:
@@ -48,27 +56,37 @@ def feed(settings: Settings, lines: Iterator[str]) -> tuple[int, int]:
                 refused += 1
                 continue
             log.info("Feeding JSON into %s", topic, extra={"data": message})
-            futures.append(producer.send(topic, line.encode()))
-        for future in futures:
-            future.get(timeout=settings.get_float("KAFKA_FEED_TIMEOUT"))
-            sent += 1
+            pending.append((line, producer.send(topic, line.encode())))
+        fed = _confirmed(pending, settings.get_float("KAFKA_FEED_TIMEOUT"))
     finally:
         producer.close(timeout=10)
-    log.info("Successfully fed item to Kafka", extra={"sent": sent, "refused": refused})
-    return sent, refused
+    if len(fed) == len(pending):
+        log.info("Successfully fed item to Kafka", extra={"sent": len(fed), "refused": refused})
+    return fed, refused, len(pending) - len(fed)
+
+
+def _confirmed(pending: list[tuple[str, Any]], timeout: float) -> list[str]:
+    """The lines the broker confirmed within `timeout`; each failure is logged."""
+    fed = []
+    for line, future in pending:
+        try:
+            future.get(timeout=timeout)
+            fed.append(line)
+        except KafkaError as exc:
+            log.error("Failed to feed item into Kafka", extra={"data": line[:200], "error": repr(exc)})
+    return fed
 
 
 def feed_command(settings: Settings, args: argparse.Namespace) -> int:
-    sent, refused = feed(settings, read_requests(args))
-    print(
-        f"fed {sent} request(s) to {settings.incoming_topic}"
-        + (f"; {refused} refused (not JSON)" if refused else "")
-    )
-    if args.follow:
-        from utils.progress import follow_command  # the progress view, when it exists
+    fed, refused, failed = feed(settings, read_requests(args))
+    notes = [f"{refused} refused (not JSON)"] if refused else []
+    notes += [f"{failed} not confirmed by the broker"] if failed else []
+    print(f"fed {len(fed)} request(s) to {settings.incoming_topic}" + ("; " + ", ".join(notes) if notes else ""))
+    if args.follow and fed:
+        from utils.progress import follow_command  # the progress view
 
-        return follow_command(settings, args)
-    return 1 if refused else 0
+        return follow_command(settings, args, fed=fed)
+    return 1 if refused or failed else 0
 
 
 def topic_name(settings: Settings, topic: str) -> str:
@@ -79,17 +97,30 @@ def topic_name(settings: Settings, topic: str) -> str:
 def render(message: Any, args: argparse.Namespace) -> str:
     """One dumped message, shaped by the kafkadump options."""
     if isinstance(message, dict):
-        if args.decode_base64 and message.get("body_encoding") == "base64" and message.get("body"):
-            raw = base64.b64decode(message["body"])
-            message = {**message, "body": raw.decode(message.get("encoding") or "utf-8", "replace")}
+        if args.decode_base64 and isinstance(message.get("body"), str):
+            message = {**message, "body": _decoded_body(message)}
         if args.just_body:
             return str(message.get("body", ""))
         if args.no_body:
             message = {k: v for k, v in message.items() if k != "body"}
     indent = 2 if args.pretty else 0
-    return ujson.dumps(
-        message, indent=indent, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False
-    )
+    return ujson.dumps(message, indent=indent, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False)
+
+
+def _decoded_body(message: dict[str, Any]) -> str:
+    """A base64 body as text in the page's encoding (kafkadump -d). Shoal marks such bodies with
+    `body_encoding`; Scrapy Cluster's (KAFKA_BASE_64_ENCODE) are unmarked, so a body that is not
+    valid base64 is shown as it is."""
+    body = message["body"]
+    encoding = message.get("encoding") or "utf-8"
+    try:
+        raw = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        return str(body)
+    try:
+        return raw.decode(encoding, "replace")
+    except LookupError:  # an encoding name Python does not know
+        return raw.decode("utf-8", "replace")
 
 
 def dump_command(settings: Settings, args: argparse.Namespace) -> int:
@@ -106,10 +137,9 @@ def dump_command(settings: Settings, args: argparse.Namespace) -> int:
                 size += len(record.value or b"")
                 last_seen = time.monotonic()
                 try:
-                    message: Any = ujson.loads(record.value)
-                except ValueError:
-                    message = (record.value or b"").decode("utf-8", "replace")
-                print(render(message, args), flush=True)
+                    print(render(ujson.loads(record.value), args), flush=True)
+                except ValueError:  # not JSON: shown as it is, as kafkadump does
+                    print((record.value or b"").decode("utf-8", "replace"), flush=True)
                 if args.max_messages and count >= args.max_messages:
                     break
             if args.timeout and time.monotonic() - last_seen > args.timeout:

@@ -118,3 +118,4 @@ def dead_letters(spiderid: str, appid: str, crawlid: str) -> str:
 def job_marker(origin: str) -> str:
     """String set once per incoming message that became a job, so a replay adds no second job."""
     return f"shoal:job:{origin}"
+TIMEOUTS = "shoal:timeouts"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> expiry (unix s): crawls with `expires`

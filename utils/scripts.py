@@ -20,3 +20,23 @@ class Scripts:
         self.enqueue = client.register_script(source("enqueue"))
         self.pop = client.register_script(source("pop"))
         self.ack = client.register_script(source("ack"))
+        self.retry = client.register_script(source("retry"))
+        self.release = client.register_script(source("release"))
+        self.extend = client.register_script(source("extend"))
+
+    def all(self) -> list[Any]:
+        return [self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend]
+
+    def load(self, client: Any) -> None:
+        """SCRIPT LOAD every script (after a Redis restart emptied the script cache)."""
+        for script in self.all():
+            script.sha = client.script_load(script.script)
+
+
+def evalsha_in(pipe: Any, script: Any, args: list[Any]) -> None:
+    """Queue a script on a pipeline as a bare EVALSHA.
+
+    redis-py's `script(client=pipe)` makes every `execute()` send SCRIPT EXISTS first: one more
+    round trip per flush. The caller handles NoScriptError (`Scripts.load`) instead.
+    """
+    pipe.evalsha(script.sha, 0, *args)

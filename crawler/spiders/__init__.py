@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from crawler.spiders.link import LinkSpider
+from crawler.spiders.wandering import WanderingSpider
 
-SPIDERS = {LinkSpider.name: LinkSpider}
+SPIDERS = {LinkSpider.name: LinkSpider, WanderingSpider.name: WanderingSpider}

@@ -7,25 +7,28 @@ from typing import Any
 
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import DontCloseSpider, IgnoreRequest
+from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
-from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
-from crawler.meta import LEASE
+from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
 from crawler.page import failure_message, page_message
-
-SILENT = "shoal_silent"  # an item that settles a lease without sending a page (e.g. robots.txt)
-OUTCOME = "shoal_outcome"
+from crawler.retry import RetryPolicy
+from utils import dead_letters
 
 
 class RedisSpider(Spider):
     """No start URLs: every request comes from the frontier."""
 
+    retry_policy: RetryPolicy
+
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RedisSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         crawler.signals.connect(spider.on_idle, signal=signals.spider_idle)
+        spider.retry_policy = RetryPolicy.from_settings(
+            crawler.settings["SHOAL"], crawler.settings.getlist("RETRY_EXCEPTIONS")
+        )
         return spider
 
     async def start(self) -> Any:  # noqa: D102 - Scrapy >= 2.13 start(): nothing to start with
@@ -41,15 +44,22 @@ class RedisSpider(Spider):
         return item
 
     def errback(self, failure: Failure) -> Iterator[dict[str, Any]]:
-        """A request that failed for good: a `success: false` page, or a silent drop for robots."""
+        """A failed try: retried through Redis, dead-lettered with a `success: false` page, or dropped."""
         request = failure.request  # type: ignore[attr-defined]
         lease = request.meta.get(LEASE)
-        if failure.check(IgnoreRequest) and not failure.check(HttpError):
-            yield {LEASE: lease, SILENT: True, OUTCOME: "dropped_robots", "url": request.url}
+        attempt = int(request.meta.get("attempt", 0))
+        decision = self.retry_policy.decide(failure, attempt)
+        if decision.outcome in ("retry", "dropped_robots"):
+            details = {}
+            if decision.outcome == "retry" and lease is not None:
+                details = {"record": self.retry_policy.next_record(lease.record), "delay": decision.delay,
+                           "pause": decision.pause}  # fmt: skip
+            yield {LEASE: lease, SILENT: True, OUTCOME: decision.outcome, DETAILS: details, "url": request.url}
             return
-        error = failure.value
-        status = error.response.status if isinstance(error, HttpError) else None
-        item = failure_message(request, f"{type(error).__name__}: {failure.getErrorMessage()}", status)
+        item = failure_message(request, decision.error, decision.status)
         item[LEASE] = lease
-        item[OUTCOME] = "failed"
+        item[OUTCOME] = decision.outcome
+        if decision.outcome == "dead" and lease is not None:
+            record = dead_letters.record(lease.record, decision.error, decision.status, attempt + 1, "crawler")
+            item[DETAILS] = {"dead_letter": record}
         yield item

@@ -7,20 +7,40 @@ from typing import Any
 
 from scrapy import Request
 from scrapy.http import Response, TextResponse
+from scrapy.link import Link
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
 from crawler.spiders.base import RedisSpider
 
+_EXTRACTORS: dict[tuple[Any, ...], LinkExtractor] = {}  # one compiled extractor per crawl's filters
+
 
 def link_extractor(meta: dict[str, Any]) -> LinkExtractor:
     """Scrapy Cluster's extractor: allowed_domains match subdomains, deny wins over allow."""
-    deny_extensions = meta.get("deny_extensions")
-    return LinkExtractor(
-        allow=meta.get("allow_regex") or (),
-        deny=meta.get("deny_regex") or (),
-        allow_domains=meta.get("allowed_domains") or (),
-        deny_extensions=IGNORED_EXTENSIONS if deny_extensions is None else deny_extensions,
+    filters = tuple(
+        tuple(meta.get(name) or ()) if meta.get(name) is not None else None
+        for name in ("allow_regex", "deny_regex", "allowed_domains", "deny_extensions")
     )
+    extractor = _EXTRACTORS.get(filters)
+    if extractor is None:
+        allow, deny, domains, extensions = filters
+        extractor = LinkExtractor(
+            allow=allow or (),
+            deny=deny or (),
+            allow_domains=domains or (),
+            deny_extensions=IGNORED_EXTENSIONS if extensions is None else list(extensions),
+        )
+        if len(_EXTRACTORS) > 1024:
+            _EXTRACTORS.clear()
+        _EXTRACTORS[filters] = extractor
+    return extractor
+
+
+def page_links(response: Response) -> list[Link]:
+    """The links a page's crawl follows (none from non-text responses)."""
+    if not isinstance(response, TextResponse):
+        return []
+    return link_extractor(response.meta).extract_links(response)
 
 
 class LinkSpider(RedisSpider):
@@ -30,12 +50,9 @@ class LinkSpider(RedisSpider):
         item = self.page(response)
         meta = response.meta
         curdepth = int(meta.get("curdepth", 0))
-        if curdepth < int(meta.get("maxdepth", 0)) and isinstance(response, TextResponse):
-            for link in link_extractor(meta).extract_links(response):
+        if curdepth < int(meta.get("maxdepth", 0)):
+            priority = int(meta.get("priority", 1)) - 10
+            for link in page_links(response):
                 item["links"].append({"url": link.url, "text": link.text.strip()})
-                yield Request(
-                    link.url,
-                    callback=self.parse,
-                    meta={"curdepth": curdepth + 1, "priority": int(meta.get("priority", 1)) - 10},
-                )
+                yield Request(link.url, callback=self.parse, meta={"curdepth": curdepth + 1, "priority": priority})
         yield item

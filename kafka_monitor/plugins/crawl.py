@@ -2,47 +2,93 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, TypedDict
 
 from kafka_monitor.batch import Batch, Origin
+from kafka_monitor.urls import domain_and_fingerprint
 from utils import crawl_request, keys
 from utils.answers import server_time
-from utils.domains import url_domain
 from utils.errors import InvalidMessage
-from utils.fingerprint import fingerprint
 from utils.frontier import NewRequest
 from utils.settings import Settings
 
 
+class CrawlRequest(TypedDict, total=False):
+    """utils/schemas/crawl.json (tests check the keys match)."""
+
+    url: str
+    appid: str
+    crawlid: str
+    spiderid: str
+    priority: int
+    maxdepth: int
+    domain_max_pages: int | None
+    allowed_domains: list[str] | None
+    allow_regex: list[str] | None
+    deny_regex: list[str] | None
+    deny_extensions: list[str] | None
+    expires: int
+    useragent: str | None
+    cookie: str | None
+    attrs: dict[str, Any] | None
+    uuid: str
+    method: str
+    headers: dict[str, str] | None
+    body: str | None
+    proxy: str | None
+    dont_filter: bool
+    dupefilter: str
+
+
 class CrawlHandler:
-    """Scrapy Cluster's ScraperHandler, idempotent on replay and with an optional acknowledgement."""
+    """Scrapy Cluster's ScraperHandler, idempotent on replay and with an optional acknowledgement.
+
+    Its stats keep Scrapy Cluster's name (`stats:kafka-monitor:ScraperHandler`), so a stats answer
+    has the keys clients of Scrapy Cluster know.
+    """
 
     schema = "crawl"
     rank = 100
+    stat_name = "ScraperHandler"
+    event = "Added crawl to Redis"
+
+    def __init__(self, state_timeout: int = 86400) -> None:
+        self.state_timeout = state_timeout  # the timeout key outlives its expiry by this much
 
     @classmethod
     def from_settings(cls, settings: Settings, **_: Any) -> CrawlHandler:
-        return cls()
+        return cls(settings.get_int("CRAWL_STATE_TIMEOUT"))
 
     def handle(self, message: dict[str, Any], origin: Origin, batch: Batch) -> None:
         url = message["url"]
         if "://" not in url:
             url = message["url"] = "http://" + url  # as Scrapy Cluster's request_from_feed retry
-        domain = url_domain(url)
+        try:
+            domain, fp = domain_and_fingerprint(url, message["method"], message["body"], not message["dont_filter"])
+        except ValueError as exc:  # urlsplit: e.g. "Invalid IPv6 URL"
+            raise InvalidMessage("invalid crawl request", cause=f"url: {exc}") from None
         if not domain:
             raise InvalidMessage("invalid crawl request", cause=f"url: no host in {url!r}")
+        message["ts"] = batch.ts
         record = crawl_request.to_record(message, crawl_request.new_request_id(origin.id))
-        batch.requests.append(self._new_request(record, domain, origin))
+        batch.requests.append(self._new_request(message, record, domain, fp, origin))
         if message["expires"]:
-            key = keys.timeout(record["spiderid"], record["appid"], record["crawlid"])
-            batch.commands.append(lambda pipe: pipe.set(key, message["expires"]))
+            batch.commands.append(self._timeout_command(record, message["expires"]))
         if "uuid" in message:
             batch.answers.append(self._acknowledgement(message))
-        batch.log_events.append(("Added crawl to Redis", {**message, "parsed": True, "valid": True}))
+        batch.log(self.event, message)
+
+    def _timeout_command(self, record: dict[str, Any], expires: int) -> Any:
+        """Scrapy Cluster's `timeout:<spiderid>:<appid>:<crawlid>`, kept until well after it fires."""
+        key = keys.timeout(record["spiderid"], record["appid"], record["crawlid"])
+        ttl = max(int(expires - time.time()), 0) + self.state_timeout
+        return lambda pipe: pipe.set(key, expires, ex=ttl)
 
     @staticmethod
-    def _new_request(record: dict[str, Any], domain: str, origin: Origin) -> NewRequest:
-        body = record.get("body")
+    def _new_request(
+        message: dict[str, Any], record: dict[str, Any], domain: str, fp: bytes | None, origin: Origin
+    ) -> NewRequest:
         return NewRequest(
             spiderid=record["spiderid"],
             domain=domain,
@@ -50,11 +96,13 @@ class CrawlHandler:
             appid=record["appid"],
             crawlid=record["crawlid"],
             payload=crawl_request.encode(record),
-            fingerprint=fingerprint(record["url"], record.get("method", "GET"), body),
-            max_pages=record.get("domain_max_pages") or 0,
+            fingerprint=fp,
+            max_pages=message["domain_max_pages"] or 0,
             seed=True,
             offset_key=keys.ingest_offset(origin.topic, origin.partition),
             offset=origin.offset,
+            expires=message["expires"],
+            dupefilter=message.get("dupefilter", ""),
         )
 
     @staticmethod

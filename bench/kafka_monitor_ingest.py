@@ -1,0 +1,205 @@
+"""Kafka monitor ingest: crawl requests per second one monitor process moves from Kafka into Redis.
+
+Target (DESIGN.md): >= 20,000 requests/s per process; Scrapy Cluster backlogged at ~70/s (its
+issue #221). The benchmark starts its own Redis and broker on free ports in a temporary directory,
+fills the incoming topic with N distinct crawl requests (1,000 domains, 10 crawls), then times one
+in-process monitor from its first batch to its last commit, and checks every request was queued.
+It runs twice: at LOG_LEVEL=INFO (one JSON "Added crawl to Redis" line per request, written to a
+file, as Scrapy Cluster's ELK setup needs) and at LOG_LEVEL=WARNING.
+
+    .venv/bin/python -m bench.kafka_monitor_ingest [--messages N] [--profile]
+
+Prints the figures and writes bench/results/kafka_monitor_ingest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import logging
+import os
+import platform
+import pstats
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any, TextIO
+
+import ujson
+
+from utils import keys
+from utils.clients import ensure_topics, redis_client
+from utils.log import setup_logging
+from utils.services import LocalServices, start_local_services
+from utils.settings import Settings
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TARGET = 20_000  # requests/s per process (DESIGN.md)
+DOMAINS = 1000
+CRAWLS = 10
+LEVELS = ("WARNING", "INFO")
+
+
+def settings_for(services: LocalServices, log_level: str, extra: dict[str, Any]) -> Settings:
+    tag = uuid.uuid4().hex[:8]
+    return Settings.load(
+        environ={},
+        overrides={
+            "REDIS_HOST": services.redis.host,
+            "REDIS_PORT": services.redis.port,
+            "KAFKA_HOSTS": [services.broker.address],
+            "KAFKA_TOPIC_PREFIX": f"bench{tag}",
+            "KAFKA_GROUP": f"bench{tag}",
+            "LOG_LEVEL": log_level,
+            "STATS_DUMP": 0,
+            **extra,
+        },
+    )
+
+
+def request(i: int) -> dict[str, Any]:
+    return {
+        "url": f"http://www.site{i % DOMAINS}.example.com/section/{i // DOMAINS}/page-{i}.html",
+        "appid": "bench",
+        "crawlid": f"crawl{i % CRAWLS}",
+        "priority": 1 + i % 100,
+    }
+
+
+def fill(settings: Settings, count: int) -> float:
+    """Produce `count` requests to the incoming topic; returns the seconds it took."""
+    began = time.perf_counter()
+    topic = settings.incoming_topic
+    try:
+        from confluent_kafka import Producer  # fast (librdkafka); a test dependency
+    except ImportError:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=settings.get_list("KAFKA_HOSTS"), linger_ms=20)
+        for i in range(count):
+            producer.send(topic, ujson.dumps(request(i)).encode())
+        producer.flush(120)
+        producer.close()
+        return time.perf_counter() - began
+    fast = Producer({"bootstrap.servers": settings.get_list("KAFKA_HOSTS")[0], "linger.ms": 20})
+    for i in range(count):
+        fast.produce(topic, ujson.dumps(request(i)).encode())
+        if i % 10_000 == 0:
+            fast.poll(0)
+    if fast.flush(120):
+        raise RuntimeError("the broker did not confirm every benchmark message")
+    return time.perf_counter() - began
+
+
+def ingest(settings: Settings, count: int, profile: bool) -> dict[str, Any]:
+    """Time one monitor over `count` messages; check they were all queued."""
+    from kafka_monitor.monitor import KafkaMonitor  # after setup_logging: the monitor reads the level
+
+    monitor = KafkaMonitor.from_settings(settings)
+    profiler = cProfile.Profile() if profile else None
+    handled, began, batches = 0, 0.0, 0
+    deadline = time.monotonic() + 600
+    while handled < count and time.monotonic() < deadline:
+        n = monitor.run_once()
+        if n and not began:
+            began = time.perf_counter()  # the first batch (group joined) starts the clock
+            if profiler:
+                profiler.enable()
+        handled += n
+        batches += 1 if n else 0
+    elapsed = time.perf_counter() - began
+    if profiler:
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    monitor.close()
+    queued = _queued(settings)
+    return {
+        "messages": handled,
+        "queued": queued,
+        "seconds": round(elapsed, 3),
+        "batches": batches,
+        "requests_per_s": round(handled / elapsed) if elapsed else 0,
+    }
+
+
+def _queued(settings: Settings) -> int:
+    client = redis_client(settings)
+    pipe = client.pipeline(transaction=False)
+    for c in range(CRAWLS):
+        pipe.hget(keys.crawl_progress("link", "bench", f"crawl{c}"), "enqueued")
+    return sum(int(v or 0) for v in pipe.execute())
+
+
+def one_run(settings: Settings, count: int, profile: bool, log_file: TextIO) -> dict[str, Any]:
+    """Fill the topic, then time the monitor; its log goes to `log_file` (stdout under supervisord)."""
+    with redirect_stdout(log_file):
+        setup_logging(settings, component="kafka-monitor")  # not a rotating file: it formats lines twice
+    redis_client(settings).flushdb()  # each run starts from an empty Redis
+    try:
+        ensure_topics(settings, [settings.incoming_topic])
+        produce_s = fill(settings, count)
+        result = ingest(settings, count, profile)
+    finally:
+        logging.getLogger().handlers[:] = [logging.StreamHandler(sys.stderr)]
+    result["produce_seconds"] = round(produce_s, 3)
+    level = settings.get_str("LOG_LEVEL")
+    if result["queued"] != count:
+        raise RuntimeError(f"{level}: {result['queued']} of {count} requests were queued")
+    print(f"LOG_LEVEL={level}: {result['requests_per_s']:,} crawl requests/s "
+          f"({count:,} in {result['seconds']} s)", flush=True)  # fmt: skip
+    return result
+
+
+def run(count: int, profile: bool, repeat: int, overrides: dict[str, Any]) -> dict[str, Any]:
+    """`repeat` runs per log level (the machine is shared: the median is reported, every run kept)."""
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="shoal-bench-km-") as tmp:
+        run_dir = Path(tmp)
+        with start_local_services(run_dir / "services", services=["redis", "kafka"]) as services:
+            for level in LEVELS:
+                runs = []
+                for attempt in range(repeat):
+                    settings = settings_for(services, level, overrides)
+                    with open(run_dir / f"kafka-monitor-{level}-{attempt}.log", "w") as log_file:
+                        runs.append(one_run(settings, count, profile, log_file))
+                rates = sorted(r["requests_per_s"] for r in runs)
+                figures[f"log_{level.lower()}"] = {"requests_per_s": rates[len(rates) // 2], "runs": runs}
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per log level; the median is reported")
+    parser.add_argument("--profile", action="store_true", help="print where the monitor's time goes")
+    parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting")
+    args = parser.parse_args()
+    overrides = dict(pair.split("=", 1) for pair in args.set)
+    figures = run(args.messages, args.profile, args.repeat, overrides)
+    best = figures["log_warning"]["requests_per_s"]
+    result = {
+        "benchmark": "kafka_monitor_ingest",
+        "target_requests_per_s": TARGET,
+        "requests_per_s": best,
+        "requests_per_s_log_info": figures["log_info"]["requests_per_s"],
+        "meets_target": best >= TARGET,
+        "runs": figures,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "kafka_monitor_ingest.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"kafka monitor ingest: {best:,} requests/s at WARNING, "
+          f"{result['requests_per_s_log_info']:,} at INFO (target {TARGET:,})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

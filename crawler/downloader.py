@@ -1,0 +1,39 @@
+"""Downloader middlewares: retryable statuses become failures, cookies stay per request."""
+
+from __future__ import annotations
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.downloadermiddlewares.cookies import CookiesMiddleware
+from scrapy.http import Response
+
+from crawler.meta import LEASE
+from crawler.retry import RetryableStatus
+
+
+class RetryStatusMiddleware:
+    """A leased request answered with a status of RETRY_HTTP_CODES goes to the errback (retry)."""
+
+    def __init__(self, codes: set[int]) -> None:
+        self.codes = codes
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RetryStatusMiddleware:
+        return cls({int(code) for code in crawler.settings["SHOAL"]["RETRY_HTTP_CODES"]})
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if response.status in self.codes and LEASE in request.meta and not request.meta.get("dont_retry"):
+            raise RetryableStatus(response)
+        return response
+
+
+class PerRequestCookiesMiddleware(CookiesMiddleware):
+    """Scrapy Cluster's CustomCookiesMiddleware: a request sends only its own `cookie` field.
+
+    The jar is emptied before every request, so a Set-Cookie of one page never leaks into the
+    next request of the same (or another) crawl handled by this process.
+    """
+
+    def process_request(self, request: Request) -> Request | Response | None:  # type: ignore[override]
+        self.jars.clear()
+        return super().process_request(request)

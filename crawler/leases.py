@@ -1,0 +1,101 @@
+"""The leases one spider process holds, and what it still owes Redis about them.
+
+Everything a page changes in the frontier (its links, its ack, a retry or a dead letter) is
+buffered here and written in one pipeline per flush. A flush that fails (Redis restarting) keeps
+its work for the next one; the scripts are idempotent, so a flush repeated after a lost reply
+queues nothing twice. Held leases are extended while their downloads run and given back at once
+when the process shuts down cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from utils.frontier import Ack, Frontier, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
+
+log = logging.getLogger(__name__)
+
+
+class LeaseBook:
+    def __init__(self, frontier: Frontier) -> None:
+        self.frontier = frontier
+        self.spiderid = ""
+        self.held: dict[str, Lease] = {}  # member -> lease, from pop until settled
+        self.pending = Settlement()
+        self.releases: list[Lease] = []
+        self.settled: dict[str, int] = {}  # outcome -> count, for the close log
+
+    def hold(self, leases: list[Lease]) -> None:
+        for lease in leases:
+            self.held[lease.member] = lease
+
+    def add_request(self, entry: NewRequest) -> None:
+        self.pending.requests.append(entry)
+
+    def settle(self, lease: Lease, outcome: str, details: dict[str, Any] | None = None, pause_key: str = "") -> None:
+        """Record the end of a lease; written by the next flush."""
+        self.held.pop(lease.member, None)
+        self.settled[outcome] = self.settled.get(outcome, 0) + 1
+        details = details or {}
+        if outcome == "release":
+            self.releases.append(lease)
+        elif outcome == "retry":
+            pause = float(details.get("pause", 0.0))
+            self.pending.retries.append(
+                Retry(lease, details["record"], float(details["delay"]), pause_key if pause else "", pause)
+            )
+        else:
+            if "dead_letter" in details:
+                self.pending.dead.append(details["dead_letter"])
+            self.pending.acks.append(Ack.of(lease, outcome))
+
+    def flush(self) -> None:
+        """Write what is buffered; on failure it stays buffered (before anything added since)."""
+        batch, self.pending = self.pending, Settlement()
+        try:
+            if batch:
+                self.frontier.settle(batch)
+        except Exception:
+            self.pending = _merge(batch, self.pending)
+            raise
+        releases, self.releases = self.releases, []
+        try:
+            self.frontier.release(releases)
+        except Exception:
+            self.releases = releases + self.releases
+            raise
+
+    def flush_and_pop(self, max_items: int, throttle: ThrottlePolicy, scan_limit: int) -> Popped:
+        """Write what is buffered and lease new work in one round trip; the leases are held."""
+        batch, self.pending = self.pending, Settlement()
+        try:
+            _, popped = self.frontier.settle_and_pop(batch, self.spiderid, max_items, throttle, scan_limit)
+        except Exception:
+            self.pending = _merge(batch, self.pending)
+            raise
+        self.hold(popped.leases)
+        return popped
+
+    def extend(self) -> None:
+        """Push the deadlines of every held lease; a lease the reaper took is forgotten."""
+        lost = self.frontier.extend(self.spiderid, list(self.held.values()))
+        for member in lost:
+            if self.held.pop(member, None) is not None:
+                log.warning("Lease lost to the reaper", extra={"member": member, "spiderid": self.spiderid})
+
+    def release_all(self, extra: list[Lease]) -> int:
+        """Give back every lease not settled yet (clean shutdown); returns how many."""
+        leases = {lease.member: lease for lease in [*self.held.values(), *extra]}
+        self.held.clear()
+        released = self.frontier.release(list(leases.values()))
+        return released.count("released")
+
+
+def _merge(first: Settlement, then: Settlement) -> Settlement:
+    return Settlement(
+        requests=first.requests + then.requests,
+        retries=first.retries + then.retries,
+        dead=first.dead + then.dead,
+        acks=first.acks + then.acks,
+    )

@@ -1,0 +1,113 @@
+"""What becomes of a request that failed: try again later through Redis, dead-letter it, or drop it.
+
+Scrapy's own RetryMiddleware retries in process memory, so a spider that dies loses the retry and
+the cluster's throttle never sees it. Here a retryable failure settles the lease as a retry: the
+request waits in `<spiderid>:delayed` for an exponential back-off (RETRY_BACKOFF_BASE doubled per
+attempt, at most RETRY_BACKOFF_MAX, at least the server's Retry-After), with its priority lowered,
+and any spider may take it afterwards. After RETRY_TIMES retries it is dead-lettered.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from scrapy.utils.misc import load_object
+from scrapy.utils.response import response_status_message
+from twisted.python.failure import Failure
+
+from utils.settings import Settings
+
+PAUSING_STATUSES = (429, 503)  # their Retry-After holds the whole domain back, cluster-wide
+
+
+class RetryableStatus(IgnoreRequest):
+    """A response whose status is in RETRY_HTTP_CODES: handled as a failure, not as a page."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response_status_message(response.status))
+        self.response = response
+
+
+@dataclass(frozen=True)
+class Decision:
+    """outcome: retry | dead | failed | dropped_robots."""
+
+    outcome: str
+    error: str = ""
+    status: int | None = None
+    delay: float = 0.0  # seconds before a retry may run
+    pause: float = 0.0  # seconds the domain's throttle is held back (Retry-After of 429/503)
+
+
+class RetryPolicy:
+    def __init__(
+        self,
+        times: int,
+        base: float,
+        cap: float,
+        pause_max: float,
+        priority_adjust: int,
+        exceptions: tuple[type[BaseException], ...],
+    ) -> None:
+        self.times, self.base, self.cap, self.pause_max = times, base, cap, pause_max
+        self.priority_adjust = priority_adjust
+        self.exceptions = exceptions
+
+    @classmethod
+    def from_settings(cls, settings: Settings, exception_paths: list[str]) -> RetryPolicy:
+        return cls(
+            times=settings.get_int("RETRY_TIMES"),
+            base=settings.get_float("RETRY_BACKOFF_BASE"),
+            cap=settings.get_float("RETRY_BACKOFF_MAX"),
+            pause_max=settings.get_float("THROTTLE_PAUSE_MAX"),
+            priority_adjust=settings.get_int("RETRY_PRIORITY_ADJUST"),
+            exceptions=tuple(load_object(path) for path in exception_paths),
+        )
+
+    def decide(self, failure: Failure, attempt: int) -> Decision:
+        """The fate of a request on its `attempt`-th try (0 = first) that ended in `failure`."""
+        error = failure.value
+        if isinstance(error, RetryableStatus):
+            status: int | None = error.response.status
+            retry_after = _retry_after(error.response) if status in PAUSING_STATUSES else None
+        elif isinstance(error, self.exceptions):
+            status, retry_after = None, None
+        elif isinstance(error, IgnoreRequest):
+            return Decision("dropped_robots")
+        else:
+            return Decision("failed", _describe(failure))
+        message = _describe(failure)
+        if attempt >= self.times:
+            return Decision("dead", message, status)
+        pause = min(retry_after or 0.0, self.pause_max)
+        delay = max(min(self.base * 2**attempt, self.cap), pause)
+        return Decision("retry", message, status, delay, pause)
+
+    def next_record(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The stored request of the next try: one more attempt, lower priority."""
+        priority = int(record.get("priority", 1)) + self.priority_adjust
+        return {**record, "attempt": int(record.get("attempt", 0)) + 1, "priority": priority}
+
+
+def _describe(failure: Failure) -> str:
+    return f"{type(failure.value).__name__}: {failure.getErrorMessage()}"
+
+
+def _retry_after(response: Response) -> float | None:
+    """Seconds from a Retry-After header: delta-seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    raw = response.headers.get(b"Retry-After")
+    if not raw:
+        return None
+    text = raw.decode("latin-1").strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)

@@ -1,0 +1,96 @@
+"""Message -> plugin: parse, try the schemas in rank order, hand over; reject what fails.
+
+Scrapy Cluster dropped what it could not handle, logging a warning, and died of a handler's
+exception. Here every rejected message is logged with Scrapy Cluster's event and extras, answered
+on the outbound topic (API.md "Fixed" 1) and kept on the dead-letter topic; nothing is raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import ujson
+from kafka.consumer.fetcher import ConsumerRecord
+
+from kafka_monitor.batch import Batch, Origin
+from kafka_monitor.plugins.base import stat_name
+from kafka_monitor.validation import Check, checker, closeness, schema_source
+from utils import answers
+from utils.errors import InvalidMessage
+
+log = logging.getLogger(__name__)
+
+NOT_JSON = "Unparseable JSON Received"
+NO_SCHEMA = "Did not find schema to validate request"
+HANDLER_FAILED = "Handler failed"
+
+
+class Dispatcher:
+    """The enabled plugins, each with its compiled schema and stats name, in rank order."""
+
+    def __init__(self, plugins: list[Any], source: str = "kafka-monitor") -> None:
+        self.plugins = plugins
+        self.source = source
+        self._routes: list[tuple[Any, Check, str, Callable[[dict[str, Any]], tuple[int, int]]]] = [
+            (p, checker(schema_source(p)), stat_name(p), closeness(schema_source(p))) for p in plugins
+        ]
+
+    @property
+    def stat_names(self) -> list[str]:
+        return [name for _, _, name, _ in self._routes]
+
+    def process(self, records: Iterable[ConsumerRecord], batch: Batch) -> Batch:
+        """Validate and dispatch every record into `batch`; a bad one is answered and dead-lettered."""
+        for record in records:
+            batch.total += 1
+            origin = Origin(record.topic, record.partition, record.offset)
+            raw: Any = record.value
+            try:
+                raw = _decode(raw)
+                plugin, name, message = self._match(raw)
+                plugin.handle(message, origin, batch)
+                batch.count(name)
+            except InvalidMessage as exc:
+                self._reject(batch, raw, origin, exc.message, exc.cause)
+            except Exception as exc:  # a plugin's bug must not stop the monitor
+                self._reject(batch, raw, origin, HANDLER_FAILED, f"{type(exc).__name__}: {exc}", failure=True)
+        return batch
+
+    def _match(self, raw: Any) -> tuple[Any, str, dict[str, Any]]:
+        if not isinstance(raw, dict):
+            raise InvalidMessage(NO_SCHEMA, cause="a request is a JSON object")
+        errors: list[tuple[tuple[int, int], str]] = []
+        for plugin, check, name, score in self._routes:
+            try:
+                return plugin, name, check(raw)
+            except InvalidMessage as exc:
+                errors.append((score(raw), exc.cause or exc.message))
+        # The schema that knows most of the message's fields is what the sender meant.
+        cause = max(errors, key=lambda error: error[0])[1] if errors else "no plugin is enabled"
+        raise InvalidMessage(NO_SCHEMA, cause=cause)
+
+    def _reject(
+        self, batch: Batch, raw: Any, origin: Origin, message: str, cause: str | None, failure: bool = False
+    ) -> None:
+        batch.failed += 1
+        answer = answers.error_answer(raw, message, cause)
+        batch.answers.append(answer)
+        parsed = not isinstance(raw, bytes | None)
+        extra = {"parsed": parsed, "valid": False, "cause": cause, "data": answer["data"], "origin": origin.id}
+        log.log(logging.ERROR if failure else logging.WARNING, message, extra=extra, exc_info=failure)
+        letter = answers.dead_letter(
+            raw, f"{message}: {cause}" if cause else message, self.source,
+            topic=origin.topic, partition=origin.partition, offset=origin.offset,
+        )  # fmt: skip
+        batch.dead_letters.append(letter)
+
+
+def _decode(value: bytes | None) -> Any:
+    if value is None:
+        raise InvalidMessage(NOT_JSON, cause="empty message")
+    try:
+        return ujson.loads(value)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidMessage(NOT_JSON, cause=str(exc)) from None

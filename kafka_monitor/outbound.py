@@ -1,0 +1,42 @@
+"""Answers and dead letters of a batch, confirmed by the broker before its offsets are committed."""
+
+from __future__ import annotations
+
+from kafka import KafkaProducer
+
+from kafka_monitor.batch import Batch
+from utils import answers
+from utils.settings import Settings
+
+SEND_TIMEOUT = 30.0  # seconds the answers of a batch may take to be confirmed
+
+
+class Outbound:
+    """`<prefix>.outbound_firehose` (and `outbound_<appid>` when enabled) and `<prefix>.dead_letter`."""
+
+    def __init__(self, producer: KafkaProducer, settings: Settings) -> None:
+        self.producer = producer
+        self.settings = settings
+        self.outbound_topic = settings.topic("outbound_firehose")
+        self.dead_letter_topic = settings.topic("dead_letter")
+        self.appid_topics = settings.get_bool("KAFKA_APPID_TOPICS")
+
+    def send(self, batch: Batch) -> None:
+        """Send and wait; raises the first KafkaError (then the batch is read again, not committed)."""
+        futures = []
+        for answer in batch.answers:
+            payload = answers.encode(answer)
+            futures.append(self.producer.send(self.outbound_topic, payload))
+            if self.appid_topics and answer.get("appid"):
+                futures.append(self.producer.send(self.settings.topic(f"outbound_{answer['appid']}"), payload))
+        for letter in batch.dead_letters:
+            futures.append(self.producer.send(self.dead_letter_topic, answers.encode(letter)))
+        if futures:
+            self.producer.flush(timeout=SEND_TIMEOUT)
+            for future in futures:
+                future.get(timeout=0)
+
+    def close(self) -> None:
+        self.producer.flush(timeout=10)
+        self.producer.close(timeout=10)
+

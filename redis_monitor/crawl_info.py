@@ -1,0 +1,108 @@
+"""What a crawl has waiting in the frontier, read through its index: O(requests of the crawl).
+
+Scrapy Cluster scanned every queue of the spider and decoded every member for each info request
+(its issue #53: hours at 1M queued). Here the crawl's index `<sid>:crawl:<appid>:<crawlid>:index`
+names its requests (`<domain>\\t<id>`), so the cost is a few pipelined calls per 5,000 of them.
+Pending means queued or waiting to retry; requests in flight are counted in the progress.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from utils import crawl_request, keys, progress
+from utils.clients import RedisClient
+from utils.progress import CrawlRef
+
+CHUNK = 5000  # members per ZMSCORE/HMGET call
+
+
+@dataclass
+class DomainPending:
+    total: int = 0
+    high_priority: int = -9999  # Scrapy Cluster's starting values
+    low_priority: int = 9999
+
+    def add(self, priority: int) -> None:
+        self.total += 1
+        self.high_priority = max(self.high_priority, priority)
+        self.low_priority = min(self.low_priority, priority)
+
+    def view(self) -> dict[str, int]:
+        return {"total": self.total, "high_priority": self.high_priority, "low_priority": self.low_priority}
+
+
+def pending_by_domain(client: RedisClient, ref: CrawlRef) -> dict[str, DomainPending]:
+    """Each domain's queued and delayed requests of the crawl, with their priority range."""
+    ids: dict[str, list[str]] = defaultdict(list)
+    for entry in set(client.sscan_iter(keys.crawl_index(*_parts(ref)), count=CHUNK)):
+        domain, _, request_id = entry.partition("\t")
+        ids[domain].append(request_id)
+    found: dict[str, DomainPending] = defaultdict(DomainPending)
+    not_queued = _add_queued(client, ref.spiderid, ids, found)
+    _add_delayed(client, ref.spiderid, not_queued, found)
+    return dict(found)
+
+
+def _add_queued(
+    client: RedisClient, sid: str, ids: dict[str, list[str]], found: dict[str, DomainPending]
+) -> dict[str, list[str]]:
+    """Count the queued ones (priority = -score); the others are delayed or in flight."""
+    pipe = client.pipeline(transaction=False)
+    batches = [(d, chunk) for d, members in ids.items() for chunk in _chunks(members)]
+    for domain, chunk in batches:
+        pipe.zmscore(keys.queue(sid, domain), chunk)
+    rest: dict[str, list[str]] = defaultdict(list)
+    for (domain, chunk), scores in zip(batches, pipe.execute() if batches else [], strict=True):
+        for request_id, score in zip(chunk, scores, strict=True):
+            if score is None:
+                rest[domain].append(request_id)
+            else:
+                found[domain].add(int(-score))
+    return rest
+
+
+def _add_delayed(client: RedisClient, sid: str, ids: dict[str, list[str]], found: dict[str, DomainPending]) -> None:
+    """Count the ones waiting to retry; their priority is in the stored request."""
+    members = [f"{d}\t{i}" for d, chunk in ids.items() for i in chunk]
+    pipe = client.pipeline(transaction=False)
+    for chunk in _chunks(members):
+        pipe.zmscore(keys.delayed(sid), chunk)
+    delayed: dict[str, list[str]] = defaultdict(list)
+    for chunk, scores in zip(_chunks(members), pipe.execute() if members else [], strict=True):
+        for member, score in zip(chunk, scores, strict=True):
+            if score is not None:
+                domain, _, request_id = member.partition("\t")
+                delayed[domain].append(request_id)
+    batches = [(d, chunk) for d, waiting in delayed.items() for chunk in _chunks(waiting)]
+    for domain, chunk in batches:
+        pipe.hmget(keys.payloads(sid, domain), chunk)
+    for (domain, _chunk), payloads in zip(batches, pipe.execute() if batches else [], strict=True):
+        for payload in payloads:
+            if payload:
+                found[domain].add(int(crawl_request.decode(payload).get("priority", 1)))
+
+
+def progress_view(client: RedisClient, ref: CrawlRef) -> dict[str, Any]:
+    """The crawl's progress with pages/s and ETA (utils.progress, as the REST gateway shows it)."""
+    read = progress.read(client, ref) or progress.Progress(ref, {}, {})
+    return progress.snapshot(read)
+
+
+def crawl_view(client: RedisClient, ref: CrawlRef) -> dict[str, Any]:
+    """total, domains and distinct_domains of one crawl (the body of both info answers)."""
+    domains = pending_by_domain(client, ref)
+    return {
+        "total": sum(d.total for d in domains.values()),
+        "domains": {name: d.view() for name, d in sorted(domains.items())},
+    }
+
+
+def _parts(ref: CrawlRef) -> tuple[str, str, str]:
+    return ref.spiderid, ref.appid, ref.crawlid
+
+
+def _chunks(items: list[Any]) -> list[list[Any]]:
+    return [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]

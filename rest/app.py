@@ -1,0 +1,93 @@
+"""The FastAPI application: routes, Scrapy Cluster's error envelope for every failure, CORS, lifespan.
+
+FastAPI on uvicorn (one process, asyncio): a request waiting for its answer is an awaited event,
+not a thread, and the OpenAPI document and server-sent events come with the framework.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+
+from rest import envelope, openapi
+from rest.deps import API_KEY_HEADER
+from rest.envelope import ApiError
+from rest.gateway import Gateway
+from rest.routes import cluster, core, crawls, dashboard
+from utils.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = (
+    "Shoal's REST gateway, compatible with Scrapy Cluster 1.3's rest service (`/`, `/feed`, `/poll`), "
+    "plus crawl progress, event streams, stats, dead letters and a dashboard at /dashboard."
+)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        gateway = Gateway.from_settings(settings)
+        app.state.gateway = gateway
+        gateway.start()
+        yield
+        await asyncio.to_thread(gateway.close)
+
+    app = FastAPI(title="Shoal REST gateway", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    for router in (core.router, crawls.router, cluster.router, dashboard.router):
+        app.include_router(router)
+    app.mount("/dashboard/static", StaticFiles(packages=[("rest", "static")]), name="dashboard-static")
+    _add_error_handlers(app)
+    origins = settings.get_list("REST_CORS_ORIGINS")
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Content-Type", API_KEY_HEADER],
+        )
+    openapi.install(app)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        level = logging.ERROR if exc.status_code >= 500 else logging.WARNING
+        log.log(level, exc.message, extra={"cause": exc.cause, "path": request.url.path, "status": exc.status_code})
+        return envelope.failure(exc.status_code, exc.message, exc.cause)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code in (404, 405):  # Scrapy Cluster's catch-all route answers both
+            log.info("Non-existant route called", extra={"path": request.url.path, "method": request.method})
+            return envelope.failure(404, envelope.DOES_NOT_EXIST)
+        return envelope.failure(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_parameters(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        cause = f"{'.'.join(str(part) for part in first.get('loc', ()))}: {first.get('msg', 'invalid')}"
+        log.warning("Invalid Schema", extra={"cause": cause, "path": request.url.path})
+        return envelope.failure(400, envelope.BAD_SCHEMA, cause)
+
+    @app.exception_handler(redis.ConnectionError)
+    @app.exception_handler(redis.TimeoutError)
+    async def redis_down(request: Request, exc: Exception) -> JSONResponse:
+        log.error("Lost connection to Redis", extra={"error": str(exc), "path": request.url.path})
+        return envelope.failure(500, envelope.NO_REDIS)
+
+    @app.exception_handler(Exception)
+    async def unknown(request: Request, exc: Exception) -> JSONResponse:
+        log.error("Uncaught Exception Thrown", exc_info=exc, extra={"path": request.url.path})
+        return envelope.failure(500, envelope.UNKNOWN_ERROR)

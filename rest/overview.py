@@ -1,0 +1,100 @@
+"""What the dashboard shows, in one JSON document: crawls, rates, queues, processes, errors.
+
+Everything is read through registries (`shoal:crawls`, `shoal:spiders`, `<sid>:heads`, the
+heartbeat index) and bounded, so a dashboard left open costs a few pipelined reads per refresh.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import ujson
+
+from rest.gateway import Gateway
+from utils import keys, stats
+from utils.clients import RedisClient
+
+COMPONENTS = ("kafka-monitor", "crawler", "redis-monitor", "rest")
+DOMAINS_PER_SPIDER = 200  # best-priority domains whose queue depth is read
+TOP_DOMAINS = 12  # deepest queues shown
+CRAWLS_SHOWN = 30
+DEAD_LETTER_CRAWLS = 20  # crawls whose newest dead letters are read
+RECENT = 10  # errors and dead letters shown
+ERROR_FIELDS = ("uuid", "appid", "error", "server_time", "received")
+DEAD_FIELDS = ("url", "appid", "crawlid", "error", "status_code", "attempts", "dead_ts")
+
+
+def build(gw: Gateway) -> dict[str, Any]:
+    now = time.time()
+    crawls = sorted(gw.sampler.snapshots(now), key=lambda c: (c["finished"], -(c["started"] or 0)))
+    running = [c for c in crawls if not c["finished"]]
+    return {
+        "server_time": now,
+        "health": gw.health.index(),
+        "processes": processes(gw.redis, gw.settings.get_int("HEARTBEAT_TIMEOUT")),
+        "totals": {  # rates of the running crawls; counters of every crawl of the last CRAWL_STATE_TIMEOUT
+            "running": len(running),
+            "pages_per_sec": round(sum(c["pages_per_sec"] for c in running), 2),
+            **{name: sum(c[name] for c in crawls) for name in ("queued", "inflight", "retrying", "crawled")},
+            "failed": sum(c["failed"] + c["dead"] for c in crawls),
+        },
+        "crawls": crawls[:CRAWLS_SHOWN],
+        "chart": gw.sampler.chart(),
+        "chart_seconds": gw.settings.get_int("REST_CHART_SECONDS"),
+        "queues": queue_depths(gw.redis),
+        "errors": [{k: e.get(k) for k in ERROR_FIELDS} for e in list(gw.outbound.recent_errors)[:RECENT]],
+        "dead_letters": recent_dead_letters(gw.redis, crawls[:DEAD_LETTER_CRAWLS]),
+    }
+
+
+def processes(redis: RedisClient, ttl: int) -> dict[str, dict[str, Any]]:
+    """Per component: how many processes beat within `ttl`, and on which hosts."""
+    found = {}
+    for component in COMPONENTS:
+        nodes = stats.live_processes(redis, component, ttl)
+        found[component] = {"count": sum(len(ids) for ids in nodes.values()), "hosts": sorted(nodes)}
+    return found
+
+
+def queue_depths(redis: RedisClient) -> dict[str, Any]:
+    """The deepest domain queues, and per spider its domains with work and requests in flight."""
+    spiders = sorted(redis.smembers(keys.SPIDERS))
+    pipe = redis.pipeline(transaction=False)
+    for sid in spiders:
+        pipe.zrange(keys.heads(sid), 0, DOMAINS_PER_SPIDER - 1)
+        pipe.zcard(keys.heads(sid))
+        pipe.zcard(keys.inflight(sid))
+    replies = pipe.execute()
+    rows: list[tuple[str, str]] = []
+    summary = []
+    for i, sid in enumerate(spiders):
+        domains, n_domains, inflight = replies[3 * i : 3 * i + 3]
+        rows.extend((sid, d) for d in domains)
+        summary.append({"spiderid": sid, "domains": n_domains, "inflight": inflight})
+    pipe = redis.pipeline(transaction=False)
+    for sid, domain in rows:
+        pipe.zcard(keys.queue(sid, domain))
+    depths = [
+        {"spiderid": sid, "domain": domain, "queued": n}
+        for (sid, domain), n in zip(rows, pipe.execute(), strict=True)
+        if n
+    ]
+    depths.sort(key=lambda row: -row["queued"])
+    return {"spiders": summary, "domains": depths[:TOP_DOMAINS]}
+
+
+def recent_dead_letters(redis: RedisClient, crawls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    pipe = redis.pipeline(transaction=False)
+    for crawl in crawls:
+        pipe.lrange(keys.dead_letters(crawl["spiderid"], crawl["appid"], crawl["crawlid"]), 0, RECENT - 1)
+    letters = []
+    for raw in (item for items in pipe.execute() for item in items):
+        try:
+            letter = ujson.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(letter, dict):
+            letters.append({k: letter.get(k) for k in DEAD_FIELDS})
+    letters.sort(key=lambda letter: -(letter.get("dead_ts") or 0))
+    return letters[:RECENT]

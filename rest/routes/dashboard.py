@@ -1,0 +1,26 @@
+"""The dashboard: one static page (no build step) fed by `GET /dashboard/data` and the event streams."""
+
+from __future__ import annotations
+
+import asyncio
+from importlib import resources
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from rest import overview
+from rest.deps import GatewayDep
+from rest.envelope import success
+
+router = APIRouter(tags=["dashboard"])
+
+
+@router.get("/dashboard", response_class=HTMLResponse, summary="The dashboard page")
+def dashboard() -> HTMLResponse:
+    page = resources.files("rest.static").joinpath("dashboard.html").read_text()
+    return HTMLResponse(page)
+
+
+@router.get("/dashboard/data", summary="Everything the dashboard shows, as JSON")
+async def dashboard_data(gw: GatewayDep) -> JSONResponse:
+    return success(await asyncio.to_thread(overview.build, gw))

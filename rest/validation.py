@@ -1,0 +1,89 @@
+"""Request bodies: JSON parsing and validation with the kafka monitor's JSON Schemas.
+
+Scrapy Cluster's gateway forwarded anything that parsed as JSON, so a bad request got SUCCESS
+and then silence (reference §15.13). Here /feed tries the request schemas of utils/schemas in
+the kafka monitor's order and refuses, with the cause, a body that none of them accepts.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import fastjsonschema
+import ujson
+
+from rest.envelope import BAD_SCHEMA, MUST_JSON, ApiError
+from utils import schemas
+from utils.errors import InvalidMessage
+
+REQUEST_KINDS = ("crawl", "action", "stats", "zookeeper")  # the kafka monitor's plugin ranks
+
+
+def parse_json(raw: bytes) -> Any:
+    """The decoded body; 400 MUST_JSON when it is not JSON (or is `null`, as Flask's get_json)."""
+    try:
+        value = ujson.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, MUST_JSON) from exc
+    if value is None:
+        raise ApiError(400, MUST_JSON)
+    return value
+
+
+def request_kinds() -> list[str]:
+    """The request schemas shipped now, in the kafka monitor's order."""
+    available = set(schemas.available())
+    return [kind for kind in REQUEST_KINDS if kind in available]
+
+
+def match_request(message: Any) -> str:
+    """The kind of request `message` is; 400 BAD_SCHEMA naming the closest schema's complaint."""
+    if not isinstance(message, dict):
+        raise ApiError(400, BAD_SCHEMA, "a request is a JSON object")
+    errors: list[tuple[int, int, str]] = []
+    for order, kind in enumerate(request_kinds()):
+        try:
+            schemas.validate(kind, message)
+            return kind
+        except InvalidMessage as exc:
+            errors.append((_closeness(kind, message), -order, f"{kind}: {exc.cause or exc.message}"))
+    raise ApiError(400, BAD_SCHEMA, max(errors)[2] if errors else "no request schema is installed")
+
+
+def _closeness(kind: str, message: dict[str, Any]) -> int:
+    """Fields the schema knows minus required fields missing: the best guess of what was meant."""
+    spec = schemas.schema(kind)
+    known = sum(1 for name in message if name in spec.get("properties", {}))
+    return known - sum(1 for name in spec.get("required", []) if name not in message)
+
+
+def check(kind: str, message: dict[str, Any]) -> None:
+    """Validate a request the gateway builds itself, when its schema is installed."""
+    if kind in schemas.available():
+        try:
+            schemas.validate(kind, message)
+        except InvalidMessage as exc:
+            raise ApiError(400, BAD_SCHEMA, exc.cause or exc.message) from exc
+
+
+@cache
+def poll_schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(resources.files("rest.schemas").joinpath("poll.json").read_text())
+    return loaded
+
+
+@cache
+def _poll_validator() -> Any:
+    return fastjsonschema.compile(poll_schema())
+
+
+def poll_id(message: Any) -> str:
+    """The poll_id of a /poll body; 400 BAD_SCHEMA with the cause otherwise."""
+    try:
+        valid: dict[str, Any] = _poll_validator()(message)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        raise ApiError(400, BAD_SCHEMA, exc.message) from exc
+    return str(valid["poll_id"])

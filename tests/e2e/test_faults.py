@@ -1,0 +1,205 @@
+"""Fault tests of the crawler side (issue 5 item 5): a spider killed, Redis restarted, the broker
+stalled, ZooKeeper stopped, a page that always fails. Each crawl must deliver the exact set of
+URLs expected; duplicates caused by replays are allowed, counted and printed.
+
+The services here are private to this module (their own Redis, ZooKeeper and broker), so stopping
+one never disturbs another test; each test still restores what it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_crawler_helpers import crawler_started, progress, seed, settled
+from tests.support.cluster import TestCluster
+from tests.support.kafka import TopicReader
+from tests.support.services import wait_until
+from utils import keys
+from utils.clients import redis_client
+from utils.demosite import SiteServer, generate_site
+from utils.services import LocalServices, free_port, start_local_services
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+MAXDEPTH = 10
+FAST_RECOVERY = {"QUEUE_HITS": 0, "LEASE_TIMEOUT": 4, "REAPER_INTERVAL": 0.5, "RETRY_BACKOFF_BASE": 0.2}
+
+
+@pytest.fixture(scope="module")
+def private_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
+    with start_local_services(tmp_path_factory.mktemp("fault-services")) as services:
+        yield services
+
+
+@pytest.fixture(scope="module")
+def site_server() -> Iterator[tuple]:
+    site = generate_site(hosts=2, pages_per_host=120, seed=21, base_ip_octet=160, port=free_port())
+    with SiteServer(site, delay=0.02) as server:  # a little latency: the crawl lasts long enough to hit
+        yield site, server
+
+
+@pytest.fixture
+def fault_cluster(private_services: LocalServices, tmp_path: Path, request: pytest.FixtureRequest):
+    cluster = TestCluster(private_services, tmp_path, **{**FAST_RECOVERY, **getattr(request, "param", {})})
+    yield cluster
+    cluster.stop_all()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print("\n".join(cluster.logs()))
+
+
+@pytest.fixture
+def topic(fault_cluster: TestCluster) -> Iterator:
+    """`topic("crawled_firehose")`: a reader of this test's topic, closed before the services stop."""
+    opened: list[TopicReader] = []
+
+    def open_reader(suffix: str) -> TopicReader:
+        reader = TopicReader(fault_cluster.settings.get_list("KAFKA_HOSTS")[0], fault_cluster.settings.topic(suffix))
+        opened.append(reader)
+        return reader
+
+    yield open_reader
+    for reader in opened:
+        reader.close()
+
+
+def start(cluster: TestCluster, crawlers: int = 1, monitor: bool = True) -> None:
+    if monitor:
+        cluster.start("redis-monitor")
+    for _ in range(crawlers):
+        cluster.start("crawl", "--spider", "link")
+    wait_until(lambda: crawler_started(cluster, crawlers), timeout=60, message="crawlers did not start")
+
+
+def crawl_all(cluster: TestCluster, site, crawlid: str) -> dict[str, int]:
+    expected = site.reachable(site.seed_urls(), MAXDEPTH, deny_extensions=())
+    for url in site.seed_urls():
+        seed(cluster, url, crawlid=crawlid, maxdepth=MAXDEPTH, deny_extensions=[])
+    return expected
+
+
+def assert_every_page_arrived(firehose: TopicReader, expected: dict, crawlid: str, timeout: float = 120) -> Counter:
+    """Every expected URL, nothing else; returns the per-URL counts (duplicates > 1)."""
+    firehose.wait_for(lambda got: {p["url"] for p in got if p["crawlid"] == crawlid} >= set(expected), timeout)
+    firehose.poll(1.0)
+    counts = Counter(p["url"] for p in firehose.messages if p["crawlid"] == crawlid)
+    assert set(counts) == set(expected), set(counts) ^ set(expected)
+    duplicated = sum(n - 1 for n in counts.values())
+    print(f"\n[{crawlid}] expected {len(expected)}, lost 0, duplicated {duplicated}")
+    return counts
+
+
+def test_a_spider_killed_mid_crawl_loses_no_page(fault_cluster: TestCluster, site_server, topic) -> None:
+    site, _server = site_server
+    firehose = topic("crawled_firehose")
+    start(fault_cluster, crawlers=2)
+    victim = fault_cluster.components[-1]
+    expected = crawl_all(fault_cluster, site, "kill")
+    firehose.wait_for(lambda got: len(got) >= len(expected) // 4, timeout=60)
+    victim.kill()
+    assert_every_page_arrived(firehose, expected, "kill")
+    wait_until(lambda: settled(progress(fault_cluster, "kill")), timeout=30)
+
+
+def test_a_redis_restart_mid_crawl_is_survived(
+    fault_cluster: TestCluster, site_server, topic, private_services: LocalServices
+) -> None:
+    site, _server = site_server
+    firehose = topic("crawled_firehose")
+    start(fault_cluster)
+    expected = crawl_all(fault_cluster, site, "redis")
+    firehose.wait_for(lambda got: len(got) >= len(expected) // 4, timeout=60)
+    private_services.redis.restart()
+    assert_every_page_arrived(firehose, expected, "redis")
+    wait_until(lambda: settled(progress(fault_cluster, "redis")), timeout=30)
+
+
+def test_a_stalled_broker_delays_pages_but_loses_none(
+    fault_cluster: TestCluster, site_server, topic, private_services: LocalServices
+) -> None:
+    site, _server = site_server
+    firehose = topic("crawled_firehose")
+    start(fault_cluster)
+    expected = crawl_all(fault_cluster, site, "stall")
+    firehose.wait_for(lambda got: len(got) >= len(expected) // 4, timeout=60)
+    private_services.broker.pause()
+    try:
+        time.sleep(4)  # the stall itself: producers must buffer and retry through it
+    finally:
+        private_services.broker.resume()
+    assert_every_page_arrived(firehose, expected, "stall")
+    wait_until(lambda: settled(progress(fault_cluster, "stall")), timeout=30)
+
+
+@pytest.mark.parametrize("fault_cluster", [{"QUEUE_HITS": 1, "QUEUE_WINDOW": 600}], indirect=True)
+def test_spiders_keep_crawling_on_the_last_config_with_zookeeper_stopped(
+    fault_cluster: TestCluster, site_server, topic, private_services: LocalServices
+) -> None:
+    import yaml
+    from kazoo.client import KazooClient
+
+    site, _server = site_server
+    zk = KazooClient(hosts=private_services.zookeeper.address, timeout=6.0)
+    zk.start(timeout=10)
+    path = fault_cluster.settings.zookeeper_config_path
+    fast = {domain.split(":")[0]: {"hits": 1000, "window": 1} for domain in site.hosts}
+    zk.ensure_path(path)
+    zk.set(path, yaml.safe_dump({"domains": fast, "blacklist": []}).encode())
+    zk.stop()
+    zk.close()
+    firehose = topic("crawled_firehose")
+    start(fault_cluster, monitor=False)
+    expected = crawl_all(fault_cluster, site, "nozk")
+    firehose.wait_for(lambda got: len(got) >= 20, timeout=60)  # the override is in force (defaults: 1 per 600 s)
+    private_services.zookeeper.stop()
+    try:
+        assert_every_page_arrived(firehose, expected, "nozk")  # only possible on the ZooKeeper config
+    finally:
+        private_services.zookeeper.start()
+        private_services.zookeeper.wait_ready(30)
+
+
+@pytest.mark.parametrize("fault_cluster", [{"RETRY_TIMES": 2}], indirect=True)
+def test_a_page_that_always_fails_is_dead_lettered_and_the_crawl_still_finishes(
+    fault_cluster: TestCluster, site_server, topic
+) -> None:
+    site, server = site_server
+    broken = "/page/5.html"
+    server.fail_paths[broken] = 500
+    firehose = topic("crawled_firehose")
+    dead_topic = topic("dead_letter")
+    outbound = topic("outbound_firehose")
+    try:
+        start(fault_cluster)
+        before = Counter(server.hits)
+        expected = crawl_all(fault_cluster, site, "fail")
+        broken_urls = {f"http://{host}{broken}" for host in site.hosts}  # the path fails on every host
+        assert broken_urls <= set(expected)
+        counts = assert_every_page_arrived(firehose, expected, "fail")
+    finally:
+        server.fail_paths.pop(broken, None)
+    failed = [p for p in firehose.messages if p["url"] in broken_urls and p["crawlid"] == "fail"]
+    assert sorted((p["url"], p["success"], p["status_code"], p["attempt"]) for p in failed) == [
+        (url, False, 500, 2) for url in sorted(broken_urls)
+    ]
+    assert all("500" in p["exception"] for p in failed)
+    assert [server.hits[(host, broken)] - before[(host, broken)] for host in site.hosts] == [3, 3]  # 1 + 2 retries
+    assert max(counts.values()) == 1
+    dead_topic.wait_for(lambda got: len(got) >= len(broken_urls), timeout=30)
+    dead_topic.poll(1.0)
+    letters = sorted((m["url"], m["attempts"], m["status_code"]) for m in dead_topic.messages)
+    assert letters == [(url, 3, 500) for url in sorted(broken_urls)]
+    stored = redis_client(fault_cluster.settings).lrange(keys.dead_letters("link", "testapp", "fail"), 0, -1)
+    assert len(stored) == len(broken_urls)
+    wait_until(lambda: settled(progress(fault_cluster, "fail")), timeout=30)
+    final = progress(fault_cluster, "fail")
+    assert (final["dead"], final["crawled"]) == (len(broken_urls), len(expected) - len(broken_urls))
+    finished = outbound.wait_for(
+        lambda got: any(m.get("action") == "finished" and m.get("crawlid") == "fail" for m in got), timeout=30
+    )
+    assert finished

@@ -1,0 +1,102 @@
+"""Redis goes away under a running kafka monitor: nothing is committed, lost or reordered.
+
+The monitor runs against a Redis of its own (the session's is shared), which is stopped while a
+batch is in hand and started again on the same port and data directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafka_monitor.monitor import KafkaMonitor
+from tests.support.cluster import TestCluster
+from tests.support.kafka import TopicReader
+from tests.support.services import wait_until
+from utils import crawl_request, keys
+from utils.clients import ensure_topics, redis_client
+from utils.services import start_local_services
+
+pytestmark = pytest.mark.integration
+
+
+def produce_in_order(bootstrap: str, topic: str, messages: list[dict]) -> None:
+    """All to partition 0, so their order is the topic's order."""
+    import json
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for message in messages:
+        producer.produce(topic, json.dumps(message), partition=0)
+    assert producer.flush(30) == 0
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """partition -> the group's committed offset (the next to read; absent = nothing committed)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+
+
+def committed(bootstrap: str, group: str, topic: str) -> int:
+    return sum(committed_offsets(bootstrap, group, topic).values())
+
+
+@pytest.mark.timeout(120)
+def test_redis_outage_holds_the_batch_and_resumes_without_loss_or_reordering(
+    cluster: TestCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bootstrap = cluster.settings.get_list("KAFKA_HOSTS")[0]
+    group = cluster.settings.get_str("KAFKA_GROUP")
+    crawls = [{"url": f"http://shop.com/{i}", "appid": "testapp", "crawlid": "outage", "uuid": f"u{i}"}
+              for i in range(8)]  # fmt: skip
+    caplog.set_level(logging.INFO, logger="kafka_monitor")
+    with start_local_services(tmp_path / "own-redis", services=["redis"]) as own:
+        settings = cluster.settings.copy_with(
+            REDIS_HOST=own.redis.host, REDIS_PORT=own.redis.port, REDIS_DB=0,
+            REDIS_SOCKET_TIMEOUT=1.0, KAFKA_MONITOR_RETRY_MAX_BACKOFF=0.4,
+        )  # fmt: skip
+        ensure_topics(settings, [settings.incoming_topic])
+        outbound = TopicReader(bootstrap, settings.topic("outbound_firehose"))
+        km = KafkaMonitor.from_settings(settings)
+        try:
+            produce_in_order(bootstrap, settings.incoming_topic, crawls[:3])
+            wait_until(lambda: km.run_once(), timeout=30, interval=0)
+            wait_until(lambda: committed(bootstrap, group, settings.incoming_topic) == 3, timeout=10)
+
+            own.redis.stop()
+            produce_in_order(bootstrap, settings.incoming_topic, crawls[3:])
+            worker = threading.Thread(target=lambda: wait_until(lambda: km.run_once(), timeout=60, interval=0))
+            worker.start()
+            wait_until(lambda: _logged(caplog, "Redis unavailable; batch kept, retrying") >= 2, timeout=30)
+            assert committed(bootstrap, group, settings.incoming_topic) == 3  # the batch in hand is not committed
+            assert km.consumer.paused()  # and nothing more is read meanwhile
+
+            own.redis.start()
+            own.redis.wait_ready(30)
+            worker.join(60)
+            assert not worker.is_alive()
+            wait_until(lambda: committed(bootstrap, group, settings.incoming_topic) == 8, timeout=10)
+            assert not km.consumer.paused()
+            assert _logged(caplog, "Redis is back; resuming") == 1
+
+            r = redis_client(settings)
+            members = r.zrange(keys.queue("link", "shop.com"), 0, -1)
+            urls = [crawl_request.decode(r.hget(keys.payloads("link", "shop.com"), m))["url"] for m in members]
+            assert urls == [c["url"] for c in crawls]  # all of them, once each, in the topic's order
+            acks = outbound.wait_for(lambda got: len(got) >= 8, timeout=15)
+            assert sorted(a["uuid"] for a in acks) == sorted(c["uuid"] for c in crawls)
+        finally:
+            km.close()
+            outbound.close()
+
+
+def _logged(caplog: pytest.LogCaptureFixture, message: str) -> int:
+    return sum(1 for record in caplog.records if record.getMessage() == message)

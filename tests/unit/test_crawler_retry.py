@@ -1,0 +1,64 @@
+"""What becomes of a failed try: retry with back-off and Retry-After, dead letter, or drop."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+
+import pytest
+from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from twisted.internet.error import ConnectionRefusedError
+from twisted.python.failure import Failure
+
+from crawler.retry import RetryableStatus, RetryPolicy
+
+POLICY = RetryPolicy(times=3, base=1.0, cap=5.0, pause_max=60.0, priority_adjust=-10,
+                     exceptions=(ConnectionRefusedError,))  # fmt: skip
+
+
+def failure_of(error: Exception) -> Failure:
+    try:
+        raise error
+    except type(error):
+        return Failure()
+
+
+def status_failure(status: int, retry_after: str | None = None) -> Failure:
+    headers = {"Retry-After": retry_after} if retry_after else {}
+    response = Response("http://a.com/", status=status, headers=headers, request=Request("http://a.com/"))
+    return failure_of(RetryableStatus(response))
+
+
+@pytest.mark.parametrize(("attempt", "delay"), [(0, 1.0), (1, 2.0), (2, 4.0)])
+def test_retries_back_off_exponentially_up_to_the_cap(attempt: int, delay: float) -> None:
+    decision = POLICY.decide(failure_of(ConnectionRefusedError()), attempt)
+    assert (decision.outcome, decision.delay, decision.pause) == ("retry", delay, 0.0)
+    assert "ConnectionRefusedError" in decision.error
+
+
+def test_after_retry_times_the_request_is_dead_with_its_status() -> None:
+    decision = POLICY.decide(status_failure(500), 3)
+    assert (decision.outcome, decision.status) == ("dead", 500)
+    assert "500 Internal Server Error" in decision.error
+
+
+def test_retry_after_of_429_and_503_holds_the_domain_back() -> None:
+    decision = POLICY.decide(status_failure(429, "30"), 0)
+    assert (decision.outcome, decision.delay, decision.pause) == ("retry", 30.0, 30.0)
+    when = email.utils.formatdate(time.time() + 20, usegmt=True)
+    dated = POLICY.decide(status_failure(503, when), 1)
+    assert 18 <= dated.pause <= 20.5
+    assert POLICY.decide(status_failure(500, "30"), 0).pause == 0.0  # only 429 and 503 pause
+    assert POLICY.decide(status_failure(429, "99999"), 0).pause == 60.0  # capped
+
+
+def test_robots_refusals_are_dropped_and_other_errors_fail_at_once() -> None:
+    assert POLICY.decide(failure_of(IgnoreRequest("Forbidden by robots.txt")), 0).outcome == "dropped_robots"
+    failed = POLICY.decide(failure_of(ValueError("Unsupported URL scheme")), 0)
+    assert (failed.outcome, failed.error) == ("failed", "ValueError: Unsupported URL scheme")
+
+
+def test_the_next_try_counts_an_attempt_and_lowers_the_priority() -> None:
+    assert POLICY.next_record({"url": "u", "priority": 70, "attempt": 1}) == {"url": "u", "priority": 60, "attempt": 2}

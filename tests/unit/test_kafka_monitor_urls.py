@@ -1,0 +1,56 @@
+"""The seed fast path gives exactly what utils.domains and utils.fingerprint give, for any URL."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from w3lib.url import canonicalize_url
+
+from kafka_monitor.urls import PLAIN_URL, domain_and_fingerprint
+from utils.domains import url_domain
+from utils.fingerprint import fingerprint
+
+label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
+host = st.lists(label, min_size=1, max_size=4).map(".".join)
+segment = st.from_regex(r"[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,12}", fullmatch=True)
+plain_url = st.builds(
+    lambda scheme, h, port, segments, slash: (
+        f"{scheme}://{h}{port}/" + "/".join(segments) + (slash if segments else "")
+    ),
+    st.sampled_from(["http", "https"]),
+    host,
+    st.sampled_from(["", ":8080", ":80", ":1"]),
+    st.lists(segment, max_size=5),
+    st.sampled_from(["", "/"]),
+)
+# URLs the fast path must leave to w3lib: queries, fragments, dot segments, upper case, odd bytes.
+other_url = st.one_of(
+    st.text(max_size=60),
+    st.builds(lambda u, tail: u.rstrip("/") + tail, plain_url,
+              st.sampled_from(["?b=1&a=2", "#frag", "/./x", "/../x", "//x", "/a b", "/é", "/%7e", "/.hidden"])),
+    plain_url.map(lambda u: u.replace("://", "://WWW.", 1)),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(plain_url)
+def test_plain_urls_are_already_canonical(url: str) -> None:
+    assert PLAIN_URL.match(url)
+    assert canonicalize_url(url) == url
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(plain_url, other_url), st.sampled_from(["GET", "post"]), st.sampled_from([None, "", "a=1"]))
+def test_fast_path_agrees_with_the_shared_functions(url: str, method: str, body: str | None) -> None:
+    assert domain_and_fingerprint(url, method, body) == (url_domain(url), fingerprint(url, method, body))
+
+
+@pytest.mark.parametrize("url", ["http://example.com", "http://Example.com/", "http://a.com/?q=1", "http://a.com/x#y"])
+def test_urls_needing_canonicalisation_take_the_slow_path(url: str) -> None:
+    assert not PLAIN_URL.match(url)
+
+
+def test_unfiltered_requests_have_no_fingerprint() -> None:
+    assert domain_and_fingerprint("http://www.a.com/x", "GET", None, filtered=False) == ("a.com", None)
+    assert domain_and_fingerprint("http://www.a.com/?x", "GET", None, filtered=False) == ("a.com", None)

@@ -1,0 +1,65 @@
+-- purge.lua: take a stopped or expired crawl out of the frontier, one chunk of its index per call.
+--
+-- KEYS: none (single Redis node; keys follow utils/keys.py).
+-- ARGV[1] spiderid   ARGV[2] appid   ARGV[3] crawlid
+-- ARGV[4] reason: 'stopped' or 'expired' (counted under dropped_<reason> in the crawl's progress)
+-- ARGV[5] '1' = the first call of an expiry: go on only if the crawl's timeout key holds a time
+--         that has passed, and delete it (so exactly one monitor expires a crawl); '0' = no check
+-- ARGV[6] seconds the crawl's new children are refused (its <sid>:blacklist entry; then reusable)
+-- ARGV[7] crawl state idle TTL (s)   ARGV[8] most index entries to take in this call
+-- Removes each indexed request wherever it is (queue, delayed set, in flight) with its payload,
+-- so its spider's later ack finds nothing ('unknown') and counts nothing twice.
+-- Returns {purged, left}: requests removed by this call and index entries still left (call
+-- again while left > 0); {-1, 0} when the expiry check found nothing due.
+
+local sid, appid, crawlid, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local ttl, state_ttl, limit = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
+local timeout = 'timeout:' .. sid .. ':' .. appid .. ':' .. crawlid
+
+if ARGV[5] == '1' then
+  local at = tonumber(redis.call('GET', timeout) or '')
+  if not at or at > now then return {-1, 0} end
+end
+redis.call('DEL', timeout)
+redis.call('ZREM', 'shoal:timeouts', sid .. '\t' .. appid .. '\t' .. crawlid)
+local blacklist = sid .. ':blacklist'
+redis.call('ZREMRANGEBYSCORE', blacklist, '-inf', now)
+redis.call('ZADD', blacklist, now + ttl, appid .. '||' .. crawlid)
+
+local queued, inflight, delayed, purged = 0, 0, 0, 0
+local touched = {}
+for _, entry in ipairs(redis.call('SPOP', crawl .. ':index', limit)) do
+  local tab = string.find(entry, '\t', 1, true)
+  if tab then
+    local d, id = string.sub(entry, 1, tab - 1), string.sub(entry, tab + 1)
+    local q = redis.call('ZREM', sid .. ':' .. d .. ':queue', id)
+    local f = redis.call('ZREM', sid .. ':inflight', entry)
+    local w = redis.call('ZREM', sid .. ':delayed', entry)
+    redis.call('HDEL', sid .. ':' .. d .. ':requests', id)
+    queued, inflight, delayed = queued + q, inflight + f, delayed + w
+    if q + f + w > 0 then purged = purged + 1 end
+    if q == 1 then touched[d] = true end
+  end
+end
+-- Keep each touched domain's head exact (or gone), so queue stats and pops see no phantom work.
+for d in pairs(touched) do
+  local head = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 0, 'WITHSCORES')
+  if #head == 0 then redis.call('ZREM', sid .. ':heads', d) else redis.call('ZADD', sid .. ':heads', head[2], d) end
+end
+
+local left = redis.call('SCARD', crawl .. ':index')
+local progress = crawl .. ':progress'
+if redis.call('EXISTS', progress) == 1 then
+  redis.call('HINCRBY', progress, 'queued', 0 - queued)
+  redis.call('HINCRBY', progress, 'inflight', 0 - inflight)
+  redis.call('HINCRBY', progress, 'retrying', 0 - delayed)
+  redis.call('HINCRBY', progress, 'dropped_' .. reason, purged)
+  redis.call('HSET', progress, reason, tostring(now), 'updated', tostring(now))
+  -- the stop/expired answer is this crawl's last word: no "finished" announcement follows it
+  if left == 0 then redis.call('HSETNX', progress, 'finished', tostring(now)) end
+  redis.call('EXPIRE', progress, state_ttl)
+end
+return {purged, left}

@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBIAN_PACKAGES := redis-server zookeeper tinyproxy docker-compose
+DEBIAN_PACKAGES := redis-server zookeeper tinyproxy docker-compose chromium
 PYTEST_ARGS ?=
 
 .PHONY: run test test-fast lint typecheck bench install system-deps down status clean

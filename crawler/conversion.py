@@ -53,11 +53,28 @@ def request_from_lease(lease: Lease, spider: Spider) -> Request:
     )
 
 
-def new_request(request: Request, spider: Spider, drop_domains: frozenset[str] = frozenset()) -> NewRequest | None:
+def child_key(request: Request, spider: Spider) -> tuple[str, str, str, bytes] | None:
+    """(spiderid, appid, crawlid, fingerprint) of a yielded request; None when it is not dupefiltered."""
+    if request.dont_filter:
+        return None
+    meta = request.meta
+    spiderid = meta.get("spiderid") or spider.name
+    return (
+        spiderid,
+        str(meta.get("appid")),
+        str(meta.get("crawlid")),
+        fingerprint(request.url, request.method, request.body),
+    )
+
+
+def new_request(
+    request: Request, spider: Spider, drop_domains: frozenset[str] = frozenset(), fp: bytes | None = None
+) -> NewRequest | None:
     """The frontier entry of a request a spider yielded; None if it has no host to queue under.
 
     A request for a domain in `drop_domains` (ZooKeeper blacklist, when the backlog may not hold
-    it) is refused by the enqueue script and counted as `dropped_blacklist`.
+    it) is refused by the enqueue script and counted as `dropped_blacklist`. `fp` is its
+    fingerprint when already computed.
     """
     meta = request.meta
     domain = host_domain(urlparse_cached(request).hostname or "")  # the parse Scrapy caches anyway
@@ -74,6 +91,8 @@ def new_request(request: Request, spider: Spider, drop_domains: frozenset[str] =
     if request.callback is not None and getattr(request.callback, "__name__", "parse") != "parse":
         record["callback"] = request.callback.__name__
     record = crawl_request.to_record(record)
+    if fp is None and not request.dont_filter:
+        fp = fingerprint(request.url, request.method, request.body)
     return NewRequest(
         spiderid=record["spiderid"],
         domain=domain,
@@ -81,7 +100,7 @@ def new_request(request: Request, spider: Spider, drop_domains: frozenset[str] =
         appid=str(record["appid"]),
         crawlid=str(record["crawlid"]),
         payload=crawl_request.encode(record),
-        fingerprint=None if request.dont_filter else fingerprint(request.url, request.method, request.body),
+        fingerprint=fp,
         max_pages=int(record.get("domain_max_pages") or 0),
         expires=int(record.get("expires") or 0),
         dupefilter=str(record.get("dupefilter") or ""),

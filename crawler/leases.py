@@ -12,14 +12,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from crawler.dupes import Key, RecentFingerprints
 from utils.frontier import Ack, Frontier, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
 
 log = logging.getLogger(__name__)
 
 
+# Statuses after which Redis' dupefilter holds a request's fingerprint.
+FINGERPRINTED = frozenset({"queued", "duplicate", "page_limit"})
+
+
 class LeaseBook:
-    def __init__(self, frontier: Frontier) -> None:
+    def __init__(self, frontier: Frontier, recent: RecentFingerprints) -> None:
         self.frontier = frontier
+        self.recent = recent
         self.spiderid = ""
         self.held: dict[str, Lease] = {}  # member -> lease, from pop until settled
         self.pending = Settlement()
@@ -32,6 +38,11 @@ class LeaseBook:
 
     def add_request(self, entry: NewRequest) -> None:
         self.pending.requests.append(entry)
+
+    def count_duplicate(self, key: Key) -> None:
+        """A found link dropped here as a known duplicate; counted in Redis by the next flush."""
+        crawl = key[:3]
+        self.pending.duplicates[crawl] = self.pending.duplicates.get(crawl, 0) + 1
 
     def settle(self, lease: Lease, outcome: str, details: dict[str, Any] | None = None, pause_key: str = "") -> None:
         """Record the end of a lease; written by the next flush."""
@@ -55,7 +66,7 @@ class LeaseBook:
         batch, self.pending = self.pending, Settlement()
         try:
             if batch:
-                self.frontier.settle(batch)
+                self._learn(batch, self.frontier.settle(batch))
         except Exception:
             self.pending = _merge(batch, self.pending)
             raise
@@ -70,12 +81,18 @@ class LeaseBook:
         """Write what is buffered and lease new work in one round trip; the leases are held."""
         batch, self.pending = self.pending, Settlement()
         try:
-            _, popped = self.frontier.settle_and_pop(batch, self.spiderid, max_items, throttle, scan_limit)
+            out, popped = self.frontier.settle_and_pop(batch, self.spiderid, max_items, throttle, scan_limit)
+            self._learn(batch, out)
         except Exception:
             self.pending = _merge(batch, self.pending)
             raise
         self.hold(popped.leases)
         return popped
+
+    def _learn(self, batch: Settlement, out: dict[str, list[str]]) -> None:
+        for entry, status in zip(batch.requests, out["requests"], strict=False):
+            if entry.fingerprint and status in FINGERPRINTED:
+                self.recent.add((entry.spiderid, entry.appid, entry.crawlid, entry.fingerprint))
 
     def extend(self) -> None:
         """Push the deadlines of every held lease; a lease the reaper took is forgotten."""
@@ -98,4 +115,6 @@ def _merge(first: Settlement, then: Settlement) -> Settlement:
         retries=first.retries + then.retries,
         dead=first.dead + then.dead,
         acks=first.acks + then.acks,
-    )
+        duplicates={k: first.duplicates.get(k, 0) + then.duplicates.get(k, 0)
+                    for k in first.duplicates.keys() | then.duplicates.keys()},
+    )  # fmt: skip

@@ -22,7 +22,8 @@ from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from twisted.internet import reactor, task
 
-from crawler.conversion import new_request, request_from_lease
+from crawler.conversion import child_key, new_request, request_from_lease
+from crawler.dupes import RecentFingerprints
 from crawler.leases import LeaseBook
 from crawler.meta import LEASE
 from crawler.signals import connect_settled
@@ -46,7 +47,7 @@ class DistributedScheduler:
         self.settings = settings
         self.frontier = frontier
         self.throttle = throttle
-        self.book = LeaseBook(frontier)
+        self.book = LeaseBook(frontier, RecentFingerprints(settings.get_int("DUPEFILTER_TIMEOUT") / 2))
         self.pop_batch = settings.get_int("SCHEDULER_POP_BATCH")
         self.scan_limit = settings.get_int("SCHEDULER_SCAN_LIMIT")
         self.idle_poll = settings.get_float("SCHEDULER_IDLE_POLL")
@@ -110,7 +111,11 @@ class DistributedScheduler:
         assert self.spider is not None
         policy = self.throttle.policy()
         drop = frozenset() if self.backlog_blacklist else policy.blacklist
-        entry = new_request(request, self.spider, drop)
+        key = child_key(request, self.spider)
+        if key is not None and key in self.book.recent:
+            self.book.count_duplicate(key)  # Redis already holds it: no record, no payload, no Lua
+            return True  # accounted for (as Redis' duplicates are); False would cost a signal per link
+        entry = new_request(request, self.spider, drop, key[3] if key else None)
         if entry is None:
             log.warning("Dropped a request without a host", extra={"url": request.url})
             return False

@@ -39,4 +39,3 @@ class Outbound:
     def close(self) -> None:
         self.producer.flush(timeout=10)
         self.producer.close(timeout=10)
-

@@ -22,12 +22,12 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from rest.kafka_io import broker_reachable, consumer_at_end
 from rest.waiters import Waiters
+from utils import keys
 from utils.clients import RedisClient, ensure_topics, kafka_producer
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
 
-POLL_KEY = "rest:poll:{}"  # Scrapy Cluster's key of an answer kept for /poll
 RECENT_ERRORS = 50  # error answers kept for the dashboard
 MAX_BACKOFF = 10.0  # seconds between two attempts to connect to Kafka
 
@@ -151,7 +151,7 @@ class Outbound:
         try:
             pipe = self.redis.pipeline(transaction=False)
             for uuid, value in unclaimed:
-                pipe.set(POLL_KEY.format(uuid), value, ex=ttl)
+                pipe.set(keys.rest_poll(uuid), value, ex=ttl)
             pipe.execute()
         except Exception as exc:
             log.error("Unable to send result to redis", extra={"error": str(exc), "results": len(unclaimed)})

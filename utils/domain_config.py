@@ -58,7 +58,5 @@ def _limits(domains: dict[str, Any]) -> dict[str, DomainLimit]:
     limits = {}
     for domain, entry in domains.items():
         if isinstance(entry, dict) and entry.get("hits") and entry.get("window"):
-            limits[domain] = DomainLimit(
-                int(entry["hits"]), float(entry["window"]), float(entry.get("scale", 1.0))
-            )
+            limits[domain] = DomainLimit(int(entry["hits"]), float(entry["window"]), float(entry.get("scale", 1.0)))
     return limits

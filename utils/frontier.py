@@ -14,7 +14,7 @@ from typing import Any
 import ujson
 from redis.exceptions import NoScriptError
 
-from utils import crawl_request, dead_letters
+from utils import crawl_request, dead_letters, keys
 from utils.clients import RedisClient
 from utils.fingerprint import bloom_size
 from utils.scripts import Scripts, evalsha_in
@@ -148,9 +148,11 @@ class Settlement:
     retries: list[Retry] = field(default_factory=list)
     dead: list[dict[str, Any]] = field(default_factory=list)  # utils.dead_letters records
     acks: list[Ack] = field(default_factory=list)
+    # (spiderid, appid, crawlid) -> found links a spider dropped itself as known duplicates
+    duplicates: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.requests or self.retries or self.dead or self.acks)
+        return bool(self.requests or self.retries or self.dead or self.acks or self.duplicates)
 
 
 @dataclass
@@ -288,7 +290,7 @@ class Frontier:
             return self._settle(batch, True, pop)
         except NoScriptError:
             # Redis restarted and lost its scripts; every EVALSHA failed together, the plain
-            # dead-letter writes went through, so only the scripts are sent again.
+            # writes (dead letters, duplicate counts) went through, so only the scripts are sent again.
             self.scripts.load(self.client)
             return self._settle(batch, False, pop)
 
@@ -305,6 +307,9 @@ class Frontier:
             evalsha_in(pipe, self.scripts.retry, self._flat([self.state_timeout], (r.argv() for r in batch.retries)))
         for entry in batch.dead if with_dead else ():
             dead_letters.store(pipe, entry)
+        for crawl, count in batch.duplicates.items() if with_dead else ():
+            pipe.hincrby(keys.crawl_progress(*crawl), "dropped_duplicate", count)
+            pipe.expire(keys.crawl_progress(*crawl), self.state_timeout)
         if batch.acks:
             slots.append(("acks", len(pipe)))
             evalsha_in(pipe, self.scripts.ack, self._flat([self.state_timeout], (a.argv() for a in batch.acks)))

@@ -119,3 +119,8 @@ def job_marker(origin: str) -> str:
     """String set once per incoming message that became a job, so a replay adds no second job."""
     return f"shoal:job:{origin}"
 TIMEOUTS = "shoal:timeouts"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> expiry (unix s): crawls with `expires`
+
+
+def rest_poll(uuid: str) -> str:
+    """String: an answer the REST gateway keeps for `/poll` (with a TTL, unlike Scrapy Cluster)."""
+    return f"rest:poll:{uuid}"

@@ -11,24 +11,16 @@ import threading
 import time
 from collections.abc import Iterable
 
+from utils.node.layout import configured_addresses
 from utils.services import broker_ready, redis_ready, zookeeper_ready
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def _host_port(address: str, default_port: int) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return (host, int(port)) if host else (address, default_port)
-
-
 def service_addresses(settings: Settings) -> dict[str, tuple[str, int]]:
-    """Where each service of the settings listens (the first one of a list)."""
-    return {
-        "redis": (settings.get_str("REDIS_HOST"), settings.get_int("REDIS_PORT")),
-        "kafka": _host_port(settings.get_list("KAFKA_HOSTS")[0], 9092),
-        "zookeeper": _host_port(settings.get_str("ZOOKEEPER_HOSTS").split(",")[0].split("/")[0], 2181),
-    }
+    """Where each service of the settings listens (the node manager's view, one source of truth)."""
+    return configured_addresses(settings)
 
 
 PROBES = {"redis": redis_ready, "kafka": broker_ready, "zookeeper": zookeeper_ready}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, TypedDict
 
-from kafka_monitor.batch import Batch, Origin
+from kafka_monitor.batch import Batch, Command, Origin
 from kafka_monitor.urls import domain_and_fingerprint
 from utils import crawl_request, keys
 from utils.answers import server_time
@@ -79,11 +79,19 @@ class CrawlHandler:
             batch.answers.append(self._acknowledgement(message))
         batch.log(self.event, message)
 
-    def _timeout_command(self, record: dict[str, Any], expires: int) -> Any:
-        """Scrapy Cluster's `timeout:<spiderid>:<appid>:<crawlid>`, kept until well after it fires."""
-        key = keys.timeout(record["spiderid"], record["appid"], record["crawlid"])
+    def _timeout_command(self, record: dict[str, Any], expires: int) -> Command:
+        """Scrapy Cluster's `timeout:<spiderid>:<appid>:<crawlid>`, kept until well after it fires, and
+        its entry in the expiry index the redis monitors read (no SCAN for timeout keys)."""
+        sid, appid, crawlid = record["spiderid"], record["appid"], record["crawlid"]
+        key = keys.timeout(sid, appid, crawlid)
         ttl = max(int(expires - time.time()), 0) + self.state_timeout
-        return lambda pipe: pipe.set(key, expires, ex=ttl)
+        member = keys.crawl_member(sid, appid, crawlid)
+
+        def command(pipe: Any) -> None:
+            pipe.set(key, expires, ex=ttl)
+            pipe.zadd(keys.TIMEOUTS, {member: expires})
+
+        return command
 
     @staticmethod
     def _new_request(

@@ -15,9 +15,9 @@ from rest.deps import GatewayDep, require_key
 from rest.envelope import BAD_REDIS_JSON, NO_POLL, NO_REDIS, ApiError, success
 from rest.gateway import Gateway
 from rest.openapi import ENVELOPE_RESPONSES, feed_body, poll_body
-from rest.outbound import POLL_KEY
 from rest.submit import submit
 from rest.validation import match_request, parse_json, poll_id
+from utils import keys
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -62,7 +62,7 @@ async def poll(request: Request, gw: GatewayDep) -> JSONResponse:
 
 
 def _take_result(gw: Gateway, wanted: str) -> Any:
-    key = POLL_KEY.format(wanted)
+    key = keys.rest_poll(wanted)
     try:
         raw = gw.redis.getdel(key)
     except (redis.ConnectionError, redis.TimeoutError) as exc:

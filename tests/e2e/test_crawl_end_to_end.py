@@ -15,6 +15,8 @@ import pytest
 
 from tests.support.cluster import TestCluster
 from tests.support.kafka import produce
+from utils import keys
+from utils.clients import redis_client
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port
 
@@ -65,6 +67,19 @@ def test_every_reachable_page_arrives_once_with_its_fields(cluster: TestCluster,
     assert [url for url, n in counts.items() if n > 1] == []
     for page in pages:
         assert_page_matches_site(page, site, expected[page["url"]])
+    assert_progress_is_exact(cluster, pages, len(seeds), len(expected))
+
+
+def assert_progress_is_exact(cluster: TestCluster, pages: list, seeds: int, crawled: int) -> None:
+    """Every link a page listed (and every seed) is counted once: queued or dropped by reason."""
+    raw = redis_client(cluster.settings, decode=True).hgetall(keys.crawl_progress("link", "e2eapp", "spine1"))
+    counts = {k: int(float(v)) for k, v in raw.items() if k not in {"spiderid", "appid", "crawlid"}}
+    found = seeds + sum(len(page["links"]) for page in pages)
+    dropped = sum(n for name, n in counts.items() if name.startswith("dropped_") and name != "dropped_robots")
+    assert counts["enqueued"] + dropped == found
+    assert counts["crawled"] == crawled
+    assert counts["enqueued"] == crawled + counts.get("dropped_robots", 0)
+    assert (counts["queued"], counts["inflight"]) == (0, 0)
 
 
 def assert_page_matches_site(page: dict, site, depth: int) -> None:

@@ -4,6 +4,7 @@ cookies, user agent, proxy, expiry, spider routing and the Bloom dupefilter (API
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 
@@ -56,6 +57,14 @@ def test_domain_max_pages_yields_exactly_that_many_pages_and_bloom_mode_no_dupli
     assert set(bloom) == set(expected_bloom)
     assert max(bloom.values()) == 1
     assert progress(cluster, "bloom")["crawled"] == len(expected_bloom)
+    # Redis round trips per page, as the crawler counts them (pops, flushes, heartbeats, stats)
+    crawler = cluster.components[-1]
+    assert crawler.stop() == 0
+    closing = [json.loads(line) for line in crawler.log_path.read_text().splitlines()
+               if '"Scheduler closed"' in line or '"Crawler stats closed"' in line]  # fmt: skip
+    trips = sum(entry.get("round_trips", 0) + entry.get("stats_flushes", 0) for entry in closing)
+    assert len(closing) == 2
+    assert trips / (18 + len(expected_bloom)) <= 3
 
 
 @pytest.mark.parametrize("cluster", [{**OPEN, "GLOBAL_PAGE_PER_DOMAIN_LIMIT": 5}], indirect=True)

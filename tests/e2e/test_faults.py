@@ -27,7 +27,9 @@ from utils.services import LocalServices, free_port, start_local_services
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 MAXDEPTH = 10
-FAST_RECOVERY = {"QUEUE_HITS": 0, "LEASE_TIMEOUT": 4, "REAPER_INTERVAL": 0.5, "RETRY_BACKOFF_BASE": 0.2}
+# Few downloads at a time on a slow site: each crawl lasts several seconds, so the fault hits it mid-way.
+FAST_RECOVERY = {"QUEUE_HITS": 0, "LEASE_TIMEOUT": 4, "REAPER_INTERVAL": 0.5, "RETRY_BACKOFF_BASE": 0.2,
+                 "CONCURRENT_REQUESTS": 4}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,7 @@ def private_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
 @pytest.fixture(scope="module")
 def site_server() -> Iterator[tuple]:
     site = generate_site(hosts=2, pages_per_host=120, seed=21, base_ip_octet=160, port=free_port())
-    with SiteServer(site, delay=0.02) as server:  # a little latency: the crawl lasts long enough to hit
+    with SiteServer(site, delay=0.1) as server:
         yield site, server
 
 
@@ -83,6 +85,13 @@ def crawl_all(cluster: TestCluster, site, crawlid: str) -> dict[str, int]:
     return expected
 
 
+def mid_crawl(cluster: TestCluster, crawlid: str, expected: dict) -> None:
+    """Wait until a fifth of the crawl is done (Redis progress: no consumer lag), and check it goes on."""
+    wait_until(lambda: progress(cluster, crawlid).get("crawled", 0) >= len(expected) // 5, timeout=60, interval=0.02)
+    counts = progress(cluster, crawlid)
+    assert counts.get("queued", 0) + counts.get("inflight", 0) > 0, counts
+
+
 def assert_every_page_arrived(firehose: TopicReader, expected: dict, crawlid: str, timeout: float = 120) -> Counter:
     """Every expected URL, nothing else; returns the per-URL counts (duplicates > 1)."""
     firehose.wait_for(lambda got: {p["url"] for p in got if p["crawlid"] == crawlid} >= set(expected), timeout)
@@ -100,10 +109,11 @@ def test_a_spider_killed_mid_crawl_loses_no_page(fault_cluster: TestCluster, sit
     start(fault_cluster, crawlers=2)
     victim = fault_cluster.components[-1]
     expected = crawl_all(fault_cluster, site, "kill")
-    firehose.wait_for(lambda got: len(got) >= len(expected) // 4, timeout=60)
+    mid_crawl(fault_cluster, "kill", expected)
     victim.kill()
     assert_every_page_arrived(firehose, expected, "kill")
     wait_until(lambda: settled(progress(fault_cluster, "kill")), timeout=30)
+    assert progress(fault_cluster, "kill").get("reaped", 0) > 0  # the victim's leases came back through the reaper
 
 
 def test_a_redis_restart_mid_crawl_is_survived(
@@ -113,7 +123,7 @@ def test_a_redis_restart_mid_crawl_is_survived(
     firehose = topic("crawled_firehose")
     start(fault_cluster)
     expected = crawl_all(fault_cluster, site, "redis")
-    firehose.wait_for(lambda got: len(got) >= len(expected) // 4, timeout=60)
+    mid_crawl(fault_cluster, "redis", expected)
     private_services.redis.restart()
     assert_every_page_arrived(firehose, expected, "redis")
     wait_until(lambda: settled(progress(fault_cluster, "redis")), timeout=30)
@@ -126,7 +136,7 @@ def test_a_stalled_broker_delays_pages_but_loses_none(
     firehose = topic("crawled_firehose")
     start(fault_cluster)
     expected = crawl_all(fault_cluster, site, "stall")
-    firehose.wait_for(lambda got: len(got) >= len(expected) // 4, timeout=60)
+    mid_crawl(fault_cluster, "stall", expected)
     private_services.broker.pause()
     try:
         time.sleep(4)  # the stall itself: producers must buffer and retry through it
@@ -155,10 +165,14 @@ def test_spiders_keep_crawling_on_the_last_config_with_zookeeper_stopped(
     firehose = topic("crawled_firehose")
     start(fault_cluster, monitor=False)
     expected = crawl_all(fault_cluster, site, "nozk")
-    firehose.wait_for(lambda got: len(got) >= 20, timeout=60)  # the override is in force (defaults: 1 per 600 s)
+    mid_crawl(fault_cluster, "nozk", expected)  # the override is in force (defaults: 1 per 600 s)
     private_services.zookeeper.stop()
     try:
         assert_every_page_arrived(firehose, expected, "nozk")  # only possible on the ZooKeeper config
+        late = fault_cluster.start("crawl", "--spider", "link", name="started-without-zookeeper")
+        wait_until(lambda: "Scheduler opened" in late.log_path.read_text(), timeout=60)
+        wait_until(lambda: crawler_started(fault_cluster, 2), timeout=30)  # it runs (and beats) on its settings
+        assert late.alive()
     finally:
         private_services.zookeeper.start()
         private_services.zookeeper.wait_ready(30)

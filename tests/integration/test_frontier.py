@@ -15,9 +15,7 @@ pytestmark = pytest.mark.integration
 OPEN = ThrottlePolicy(hits=0)  # unthrottled
 
 
-def new(
-    url: str, domain: str, priority: int = 1, crawlid: str = "c1", seed: bool = False, **kw
-) -> NewRequest:
+def new(url: str, domain: str, priority: int = 1, crawlid: str = "c1", seed: bool = False, **kw) -> NewRequest:
     record = crawl_request.to_record(
         {"url": url, "appid": "app", "crawlid": crawlid, "spiderid": "link", "priority": priority}
     )
@@ -32,11 +30,7 @@ def frontier(redis_db: redis.Redis) -> Frontier:
 
 def progress(client: redis.Redis, crawlid: str = "c1") -> dict[str, int]:
     raw = client.hgetall(keys.crawl_progress("link", "app", crawlid))
-    return {
-        k.decode(): int(float(v))
-        for k, v in raw.items()
-        if k.decode() not in {"spiderid", "appid", "crawlid"}
-    }
+    return {k.decode(): int(float(v)) for k, v in raw.items() if k.decode() not in {"spiderid", "appid", "crawlid"}}
 
 
 def urls(frontier: Frontier, n: int = 50, policy: ThrottlePolicy = OPEN) -> list[str]:
@@ -123,10 +117,7 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
     assert 55 < popped.retry_after <= 60
     redis_db.delete(keys.throttle_window("link:c.com"))
     assert (
-        frontier.pop(
-            "link", 1, ThrottlePolicy(hits=2, window=60, blacklist=frozenset({"a.com", "b.com"}))
-        ).leases
-        == []
+        frontier.pop("link", 1, ThrottlePolicy(hits=2, window=60, blacklist=frozenset({"a.com", "b.com"}))).leases == []
     )
 
 

@@ -183,3 +183,12 @@ def test_a_crawl_picks_bloom_mode_in_its_request(frontier: Frontier, redis_db: r
     assert frontier.enqueue([seed]) == ["queued"]
     assert redis_db.exists(keys.dupefilter("link", "pick") + ":bloom")
     assert not redis_db.exists(keys.dupefilter("link", "pick"))
+
+
+def test_duplicates_dropped_by_a_spider_are_counted_in_the_same_flush(
+    frontier: Frontier, redis_db: redis.Redis
+) -> None:
+    frontier.enqueue([new("http://a.com/", "a.com")])
+    frontier.settle(Settlement(duplicates={("link", "app", "c1"): 5}))
+    assert progress(redis_db)["dropped_duplicate"] == 5
+    assert redis_db.ttl(keys.crawl_progress("link", "app", "c1")) > 0

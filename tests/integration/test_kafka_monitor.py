@@ -76,6 +76,7 @@ def test_the_crawl_example_is_queued_with_defaults_ts_and_expiry(cluster: TestCl
     timeout_key = keys.timeout("link", "testapp", "abc123")
     assert r.get(timeout_key) == str(request["expires"]).encode()
     assert 3600 < r.ttl(timeout_key) <= 3600 + cluster.settings.get_int("CRAWL_STATE_TIMEOUT")
+    assert r.zscore(keys.TIMEOUTS, keys.crawl_member("link", "testapp", "abc123")) == request["expires"]
     progress = r.hgetall(keys.crawl_progress("link", "testapp", "abc123"))
     assert progress[b"queued"] == b"1" and progress[b"enqueued"] == b"1"  # noqa: PT018
 
@@ -202,8 +203,9 @@ def test_a_handler_failure_is_answered_and_the_monitor_goes_on(cluster: TestClus
 class CrashBeforeCommit(KafkaMonitor):
     """A monitor that dies after its Redis writes and answers, before committing its offsets."""
 
-    def _commit(self, records: list[Any]) -> None:
-        pass
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.partitions.commit = lambda records: None  # type: ignore[method-assign]
 
 
 def test_a_batch_replayed_after_a_crash_queues_and_adds_nothing_twice(cluster: TestCluster) -> None:

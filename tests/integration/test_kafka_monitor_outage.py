@@ -100,3 +100,39 @@ def test_redis_outage_holds_the_batch_and_resumes_without_loss_or_reordering(
 
 def _logged(caplog: pytest.LogCaptureFixture, message: str) -> int:
     return sum(1 for record in caplog.records if record.getMessage() == message)
+
+
+def test_no_batch_is_written_past_one_that_failed(cluster: TestCluster, tmp_path: Path) -> None:
+    """Batch A fails to stream, Redis comes back, batch B is sent: B must wait for A's rewrite, or
+    the offset check would take A's (lower) offsets for a replay and drop them."""
+    from kafka_monitor.batch import Batch
+    from kafka_monitor.dispatch import Dispatcher
+    from kafka_monitor.writer import RETRIABLE, BatchWriter
+    from tests.unit.test_kafka_monitor_dispatch import Record
+    from utils.frontier import Frontier
+    from utils.plugins import load_plugins
+
+    with start_local_services(tmp_path / "own-redis", services=["redis"]) as own:
+        settings = cluster.settings.copy_with(REDIS_HOST=own.redis.host, REDIS_PORT=own.redis.port, REDIS_DB=0)
+        client = redis_client(settings)
+        writer = BatchWriter(client, Frontier.from_settings(settings, client))
+        dispatcher = Dispatcher(load_plugins(settings.get_dict("KAFKA_MONITOR_PLUGINS"), settings))
+
+        def batch(offsets: range) -> Batch:
+            values = [b'{"url": "http://order.com/%d", "appid": "testapp", "crawlid": "o"}' % i for i in offsets]
+            return dispatcher.process([Record("in", 0, i, v) for i, v in zip(offsets, values, strict=True)], Batch())
+
+        first, second = batch(range(0, 5)), batch(range(5, 10))
+        own.redis.stop()
+        group_a = writer.begin()
+        writer.send(group_a, first.requests, first.commands)  # Redis is gone: A fails
+        own.redis.start()
+        own.redis.wait_ready(30)
+        group_b = writer.begin()
+        writer.send(group_b, second.requests, second.commands)  # must not reach Redis before A
+        for group, held in ((group_a, first), (group_b, second)):
+            with pytest.raises(RETRIABLE):
+                writer.finish(group)
+            assert writer.write_all(held.requests, held.commands)["queued"] == 5
+        writer.close()
+        assert client.zcard(keys.queue("link", "order.com")) == 10

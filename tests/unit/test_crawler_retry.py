@@ -62,3 +62,18 @@ def test_robots_refusals_are_dropped_and_other_errors_fail_at_once() -> None:
 
 def test_the_next_try_counts_an_attempt_and_lowers_the_priority() -> None:
     assert POLICY.next_record({"url": "u", "priority": 70, "attempt": 1}) == {"url": "u", "priority": 60, "attempt": 2}
+
+
+def test_recent_fingerprints_trust_an_entry_for_a_bounded_time_and_size() -> None:
+    from crawler.dupes import RecentFingerprints
+
+    now = [0.0]
+    recent = RecentFingerprints(max_age=300, max_entries=2, clock=lambda: now[0])
+    recent.add(("link", "app", "c1", b"a" * 8))
+    assert ("link", "app", "c1", b"a" * 8) in recent
+    assert ("link", "app", "c2", b"a" * 8) not in recent  # per crawl
+    now[0] = 301.0
+    assert ("link", "app", "c1", b"a" * 8) not in recent  # Redis may have expired it since
+    for name in (b"b", b"c", b"d"):
+        recent.add(("link", "app", "c1", name * 8))
+    assert len(recent) == 2

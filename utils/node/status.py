@@ -118,4 +118,7 @@ def status_command(settings: Settings, args: argparse.Namespace) -> int:
     if metrics:
         print("metrics:")
         print(metrics)
+    from utils.progress import render_crawls  # the running crawls, with progress bars
+
+    print(render_crawls(settings))
     return 0

@@ -254,19 +254,9 @@ class Frontier:
         """Settle leases; returns 'acked' or 'unknown' (already settled or purged) for each."""
         return self.settle(Settlement(acks=list(acks)))["acks"]
 
-    def ack_in(self, pipe: Any, acks: Sequence[Ack]) -> None:
-        """Add the ack call to a pipeline."""
-        if acks:
-            self.scripts.ack(args=self._flat([self.state_timeout], (a.argv() for a in acks)), client=pipe)
-
     def retry(self, retries: Sequence[Retry]) -> list[str]:
         """Move leases to `<spiderid>:delayed`; 'delayed' or 'unknown' (no longer held) for each."""
         return self.settle(Settlement(retries=list(retries)))["retries"]
-
-    def flush(self, requests: Sequence[NewRequest], acks: Sequence[Ack]) -> tuple[list[str], list[str]]:
-        """Found links first, then acks, in one round trip: a crawl never looks finished between them."""
-        done = self.settle(Settlement(requests=list(requests), acks=list(acks)))
-        return done["requests"], done["acks"]
 
     def settle(self, batch: Settlement) -> dict[str, list[str]]:
         """Links, retries, dead letters, then acks, in one pipeline (one round trip)."""

@@ -90,6 +90,7 @@ class StatsCollector:
             pipe.expire(f"{base}:lifetime", self.config.lifetime_ttl)
             pipe.zadd(INDEX, {base: now})
         pipe.zremrangebyscore(INDEX, "-inf", now - self.config.lifetime_ttl)
+        pipe.expire(INDEX, self.config.lifetime_ttl)
         pipe.execute()
         self._trim(bases, oldest)
 
@@ -133,6 +134,7 @@ def beat(client: RedisClient, component: str, host: str, process_id: str, ttl: i
     pipe.set(key, now, ex=ttl)
     pipe.zadd(HEARTBEATS, {f"{component}|{host}|{process_id}": now})
     pipe.zremrangebyscore(HEARTBEATS, "-inf", now - ttl)
+    pipe.expire(HEARTBEATS, ttl)
     pipe.execute()
 
 

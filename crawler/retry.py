@@ -10,6 +10,7 @@ and any spider may take it afterwards. After RETRY_TIMES retries it is dead-lett
 from __future__ import annotations
 
 import email.utils
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,10 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.response import response_status_message
 from twisted.python.failure import Failure
 
+from utils.metrics import record_retry
 from utils.settings import Settings
+
+log = logging.getLogger(__name__)
 
 PAUSING_STATUSES = (429, 503)  # their Retry-After holds the whole domain back, cluster-wide
 
@@ -86,12 +90,26 @@ class RetryPolicy:
             return Decision("dead", message, status)
         pause = min(retry_after or 0.0, self.pause_max)
         delay = max(min(self.base * 2**attempt, self.cap), pause)
+        _report_retry(failure, str(status) if status else type(error).__name__, attempt, delay)
         return Decision("retry", message, status, delay, pause)
 
     def next_record(self, record: dict[str, Any]) -> dict[str, Any]:
         """The stored request of the next try: one more attempt, lower priority."""
         priority = int(record.get("priority", 1)) + self.priority_adjust
         return {**record, "attempt": int(record.get("attempt", 0)) + 1, "priority": priority}
+
+
+def _report_retry(failure: Failure, reason: str, attempt: int, delay: float) -> None:
+    """Scrapy Cluster's "Scraper Retry" event and the retries metric (a retry is rare: no hot path)."""
+    request = getattr(failure, "request", None)  # set by Scrapy on every download failure
+    meta = request.meta if request is not None else {}
+    spiderid = str(meta.get("spiderid") or "")
+    record_retry(spiderid, reason)
+    log.info(
+        "Scraper Retry",
+        extra={"url": getattr(request, "url", None), "spiderid": spiderid, "appid": meta.get("appid"),
+               "crawlid": meta.get("crawlid"), "retry_reason": reason, "attempt": attempt + 1, "delay": delay},
+    )  # fmt: skip
 
 
 def _describe(failure: Failure) -> str:

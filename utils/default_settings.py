@@ -145,6 +145,16 @@ METRICS_TOP_DOMAINS = 20  # domains; per spider, the largest backlogs exported w
 METRICS_DOMAIN_SCAN_LIMIT = 10000  # domains; most domain queues per spider one frontier reading measures
 METRICS_FRONTIER_CACHE = 5.0  # seconds; a frontier reading (depths, backlogs) is reused this long
 
+# --- Proxy pool --------------------------------------------------------------------------------
+PROXY_LIST = ""  # proxy URLs; comma-separated, or @path to a file with one per line; empty = no pool
+PROXY_BAN_CODES = [403, 407, 429, 503]  # HTTP statuses; a response through a pool proxy with one bans the proxy
+PROXY_COOLDOWN = 1800.0  # seconds; quarantine of a banned proxy for a domain, doubled per repeated ban
+PROXY_COOLDOWN_MAX = 86400.0  # seconds; longest quarantine after repeated bans
+PROXY_GLOBAL_BAN_DOMAINS = 3  # domains; a proxy quarantined for this many domains is quarantined for all
+PROXY_RETRY_TIMES = 5  # attempts; immediate retries through another proxy, apart from RETRY_TIMES
+PROXY_REFRESH = 1.0  # seconds; a spider re-reads the pool's quarantines from Redis this often
+PROXY_STATE_TTL = 604800  # seconds; idle expiry of the pool's counters and quarantines in Redis
+
 # --- REST --------------------------------------------------------------------------------------
 REST_HOST = "127.0.0.1"  # interface the REST gateway listens on
 REST_PORT = 5343  # TCP port of the REST gateway (Scrapy Cluster's FLASK_PORT)

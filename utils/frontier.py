@@ -330,7 +330,7 @@ class Frontier:
     def set_throttle_delay(self, throttle_key: str, seconds: float, ttl: int) -> None:
         """Seconds between two hits of a throttle key cluster-wide (robots.txt Crawl-delay)."""
         self.round_trips += 1
-        self.client.set(f"{throttle_key}:throttle_delay", seconds, ex=ttl)
+        self.client.set(keys.throttle_delay(throttle_key), seconds, ex=ttl)
 
     def _enqueue_argv(self, requests: Sequence[NewRequest]) -> list[Any]:
         return self._flat(self._enqueue_head, (r.argv() for r in requests))

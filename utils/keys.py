@@ -124,3 +124,18 @@ TIMEOUTS = "shoal:timeouts"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> expiry (
 def rest_poll(uuid: str) -> str:
     """String: an answer the REST gateway keeps for `/poll` (with a TTL, unlike Scrapy Cluster)."""
     return f"rest:poll:{uuid}"
+
+
+def bloom_dupefilter(spiderid: str, crawlid: str) -> str:
+    """Bitmap of a crawl's Bloom-filter dupefilter (DUPEFILTER_MODE bloom), idle expiry as the exact one."""
+    return f"{spiderid}:dupefilter:{crawlid}:bloom"
+
+
+def throttle_pause(key: str) -> str:
+    """String: not-before time of a throttle key (Retry-After on 429/503), shared by every spider."""
+    return f"{key}:throttle_pause"
+
+
+def throttle_delay(key: str) -> str:
+    """String: seconds between two requests of a throttle key (robots.txt Crawl-delay)."""
+    return f"{key}:throttle_delay"

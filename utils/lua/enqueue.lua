@@ -124,6 +124,7 @@ for i = 9, #ARGV, NF do
   if status == 'queued' then
     push(sid, domain, prio, appid, crawlid, ARGV[i + 10])
     bump(progress, 'queued', 1)
+    redis.call('HDEL', progress, 'finished')  -- new work: a finished crawl is announced again when done
     bump(progress, 'enqueued', 1)
     if redis.call('HSETNX', progress, 'started', tostring(now)) == 1 then
       redis.call('HSET', progress, 'spiderid', sid, 'appid', appid, 'crawlid', crawlid)

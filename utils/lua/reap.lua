@@ -54,6 +54,12 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
     if attempt >= retry_times then
       redis.call('HDEL', hash, id)
       if progress then redis.call('SREM', progress .. ':index', entry) end
+      if req.crawlid then  -- a request that ends without a page gives its page-limit slot back (as ack.lua)
+        for _, key in ipairs({sid .. ':domain_max_page_filter:' .. d .. ':' .. tostring(req.crawlid),
+                              sid .. ':global_page_count_filter:' .. d .. ':' .. tostring(req.crawlid)}) do
+          if tonumber(redis.call('GET', key) or '0') > 0 then redis.call('DECR', key) end
+        end
+      end
       if progress then progress = progress .. ':progress' end
       count(progress, 'dead', 1)
       out[#out + 1] = 'dead'

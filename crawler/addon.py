@@ -33,6 +33,7 @@ class ShoalAddon:
             {
                 "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,  # retries go through Redis
                 "crawler.downloader.RetryStatusMiddleware": 550,
+                "crawler.proxies.ProxyPoolMiddleware": 600,  # before HttpProxyMiddleware (750); bans before 550
                 "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
                 "crawler.downloader.PerRequestCookiesMiddleware": 700,
                 "crawler.stats.StatusStatsMiddleware": 950,

@@ -35,6 +35,17 @@ def dead_letter_reason(letter: dict[str, Any]) -> str:
     return str(letter.get("error") or "error").split(":", 1)[0]
 
 
+def _log_emit(item: dict[str, Any]) -> None:
+    """Scrapy Cluster's per-page "Scraped page" event (ELK dashboards count it): 18 µs a page,
+    0.5 % of a page's 3.4 ms of crawler CPU (measured, bench/results/crawl_vs_scrapy.json)."""
+    log.info(
+        "Scraped page",
+        extra={"url": item["url"], "appid": item.get("appid"), "crawlid": item.get("crawlid"),
+               "spiderid": item.get("spiderid"), "status_code": item.get("status_code"),
+               "request_id": item.get("request_id"), "action": "emit", "success": item.get("success", True)},
+    )  # fmt: skip
+
+
 class KafkaPipeline:
     def __init__(self, crawler: Crawler, settings: Settings, producer: Any) -> None:
         self.crawler = crawler
@@ -63,6 +74,7 @@ class KafkaPipeline:
             self._settle(lease, outcome, details)
             return item
         item["timestamp"] = timestamp()
+        _log_emit(item)
         value = self._encode(item)
         key = (item.get("crawlid") or "").encode()
         sends = [self._send(self.firehose, key, value)]

@@ -14,7 +14,7 @@ import logging
 import socket
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -30,7 +30,8 @@ from crawler.signals import connect_settled
 from utils import keys, stats
 from utils.clients import redis_client
 from utils.domains import url_domain
-from utils.frontier import Frontier, Lease
+from utils.frontier import Frontier, Lease, Settlement
+from utils.metrics import mark_loop, record_dropped, record_enqueued, record_leases_returned, set_dependency_up
 from utils.settings import Settings
 from utils.throttle import ThrottleConfig
 
@@ -41,13 +42,29 @@ REDIS_BACKOFF = 1.0  # seconds an unanswered pop waits before the next try
 CRAWL_DELAY_TTL = 86400  # seconds a robots.txt Crawl-delay is kept in Redis (rewritten hourly)
 
 
+class MeteredLeaseBook(LeaseBook):
+    """A LeaseBook that counts each flush's enqueue statuses (queued, duplicate, page_limit, ...)
+    in the metrics: one Counter per flush, not per link."""
+
+    def _learn(self, batch: Settlement, out: dict[str, list[str]]) -> None:
+        super()._learn(batch, out)
+        for status, n in Counter(out["requests"]).items():
+            if status == "queued":
+                record_enqueued(self.spiderid, n)
+            elif status != "replayed":
+                record_dropped(self.spiderid, status, n)
+        duplicates = sum(batch.duplicates.values())  # found links dropped in process as known duplicates
+        if duplicates:
+            record_dropped(self.spiderid, "duplicate", duplicates)
+
+
 class DistributedScheduler:
     def __init__(self, crawler: Crawler, settings: Settings, frontier: Frontier, throttle: ThrottleConfig) -> None:
         self.crawler = crawler
         self.settings = settings
         self.frontier = frontier
         self.throttle = throttle
-        self.book = LeaseBook(frontier, RecentFingerprints(settings.get_int("DUPEFILTER_TIMEOUT") / 2))
+        self.book = MeteredLeaseBook(frontier, RecentFingerprints(settings.get_int("DUPEFILTER_TIMEOUT") / 2))
         self.pop_batch = settings.get_int("SCHEDULER_POP_BATCH")
         self.scan_limit = settings.get_int("SCHEDULER_SCAN_LIMIT")
         self.idle_poll = settings.get_float("SCHEDULER_IDLE_POLL")
@@ -63,6 +80,7 @@ class DistributedScheduler:
         self.spider: Spider | None = None
         self._wake_call: Any = None
         self._loops: list[task.LoopingCall] = []
+        self._redis_up: bool | None = None  # last reported to the metrics
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
@@ -94,6 +112,7 @@ class DistributedScheduler:
             released = self.book.release_all([*self.leased, *local])
         except RedisError:
             log.exception("Could not return leases on close; the reaper will re-queue them")
+        record_leases_returned(getattr(self.spider, "name", ""), released)
         self.throttle.stop()
         log.info(
             "Scheduler closed",
@@ -169,7 +188,9 @@ class DistributedScheduler:
         except RedisError as exc:
             log.warning("Could not pop from Redis; backing off", extra={"error": str(exc)})
             self.next_pop_at = time.monotonic() + REDIS_BACKOFF
+            self._redis_answers(False)
             return
+        self._redis_answers(True)
         self.leased.extend(popped.leases)
         if popped.leases:
             return
@@ -189,15 +210,23 @@ class DistributedScheduler:
             self._wake_call = reactor.callLater(delay, self._wake_engine)  # type: ignore[attr-defined,arg-type]
 
     def _tick(self) -> None:
+        mark_loop()
         try:
             self.flush()
             self._heartbeat()
+            self._redis_answers(True)
         except RedisError as exc:
             log.warning("Could not write to Redis; will retry", extra={"error": str(exc)})
+            self._redis_answers(False)
         except Exception:
             log.exception("Scheduler tick failed; will retry")
         if not self.has_pending_requests():
             self._wake_engine()
+
+    def _redis_answers(self, up: bool) -> None:
+        if up is not self._redis_up:
+            self._redis_up = up
+            set_dependency_up("redis", up)
 
     def _extend(self) -> None:
         try:

@@ -19,6 +19,7 @@ from kafka_monitor.plugins.base import stat_name
 from kafka_monitor.validation import Check, checker, closeness, schema_source
 from utils import answers
 from utils.errors import InvalidMessage
+from utils.metrics import record_dead_letter, record_incoming
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,9 @@ class Dispatcher:
         self, batch: Batch, raw: Any, origin: Origin, message: str, cause: str | None, failure: bool = False
     ) -> None:
         batch.failed += 1
+        outcome = "failed" if failure else "invalid"
+        record_incoming("unknown", outcome)  # the rare path: counted per message
+        record_dead_letter(outcome)
         answer = answers.error_answer(raw, message, cause)
         batch.answers.append(answer)
         parsed = not isinstance(raw, bytes | None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +35,16 @@ from kafka_monitor.writer import RETRIABLE, BatchWriter, Group
 from utils.clients import RedisClient, ensure_topics, kafka_consumer, kafka_producer, redis_client
 from utils.errors import ServiceUnavailable
 from utils.frontier import Frontier
+from utils.metrics import (
+    mark_loop,
+    observe_batch,
+    record_dropped,
+    record_enqueued,
+    record_incoming,
+    record_produced,
+    set_dependency_up,
+    update_consumer_lag,
+)
 from utils.plugins import load_plugins
 from utils.settings import Settings
 
@@ -41,6 +52,9 @@ log = logging.getLogger(__name__)
 
 TOPICS = ("outbound_firehose", "dead_letter", "crawled_firehose")  # created with incoming when missing
 KAFKA_BACKOFF = 1.0  # seconds before a batch that failed on Kafka is read again
+LAG_EVERY = 1.0  # seconds between consumer-lag updates (a position lookup per partition)
+KINDS = {"ScraperHandler": "crawl", "ActionHandler": "action", "StatsHandler": "stats",
+         "ZookeeperHandler": "zookeeper"}  # plugin stats name -> the incoming metric's kind  # fmt: skip
 
 
 @dataclass
@@ -75,6 +89,7 @@ class KafkaMonitor:
         self.poll_ms = settings.get_int("KAFKA_CONSUMER_TIMEOUT")
         self.partitions = Partitions(consumer)
         self._in_flight: InFlight | None = None
+        self._lag_at = 0.0  # monotonic time of the last consumer-lag update
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KafkaMonitor:
@@ -101,6 +116,7 @@ class KafkaMonitor:
                 break  # stopped while Redis was down: the batch stays uncommitted, it is read again
             except KafkaError as exc:
                 log.error("Kafka error; the batch will be read again", extra={"error": repr(exc)})
+                set_dependency_up("kafka", False)
                 stop.wait(KAFKA_BACKOFF)
             except Exception:  # a bug outside any one message: never die, never skip a batch
                 log.exception("Kafka monitor loop failed; the batch will be read again")
@@ -115,6 +131,8 @@ class KafkaMonitor:
         """
         self._tick()
         records = self.partitions.poll(self.poll_ms)
+        started = time.perf_counter()
+        self._update_lag(started)
         previous, self._in_flight = self._in_flight, None
         current: InFlight | None = None
         done = 0
@@ -128,6 +146,8 @@ class KafkaMonitor:
             self._abandon([previous, current])  # read them again: nothing uncommitted is skipped
             raise
         self._in_flight = current
+        if records or done:
+            observe_batch(time.perf_counter() - started)
         return done
 
     def flush(self, stop: threading.Event | None = None) -> int:
@@ -186,8 +206,32 @@ class KafkaMonitor:
         self.outbound.send(batch)
         self.partitions.commit(in_flight.records)
         self.stats.count(batch)
+        self._record(batch, statuses)
         _log_events(batch.log_events)
         return len(in_flight.records)
+
+    def _record(self, batch: Batch, statuses: Counter[str]) -> None:
+        """A completed batch in the metrics: a few counter increments per batch, none per message."""
+        for name, n in batch.handled.items():
+            record_incoming(KINDS.get(name, name.lower()), "queued", n)
+        spiders = {request.spiderid for request in batch.requests}
+        spider = spiders.pop() if len(spiders) == 1 else "mixed"
+        for status, n in statuses.items():
+            if status == "queued":
+                record_enqueued(spider, n)
+            elif status != "replayed":
+                record_dropped(spider, status, n)
+        if batch.answers:
+            record_produced(self.outbound.outbound_topic, n=len(batch.answers))
+        if batch.dead_letters:
+            record_produced(self.outbound.dead_letter_topic, n=len(batch.dead_letters))
+        set_dependency_up("redis", True)
+        set_dependency_up("kafka", True)
+
+    def _update_lag(self, now: float) -> None:
+        if now - self._lag_at >= LAG_EVERY:
+            self._lag_at = now
+            update_consumer_lag(self.consumer)
 
     def _write_with_retry(self, batch: Batch, stop: threading.Event | None, error: Exception) -> Counter[str]:
         """Write the batch again; while Redis refuses, hold it with back-off and read nothing else."""
@@ -205,6 +249,7 @@ class KafkaMonitor:
                 else "Redis unavailable; batch kept, retrying"
             )
             log.error(event, extra={"error": repr(error), "retry_in": delay, "messages": batch.total})
+            set_dependency_up("redis", False)
             self.partitions.idle_poll(delay)
             if stop is not None and stop.is_set():
                 raise ServiceUnavailable("stopped while Redis was unavailable") from error
@@ -225,6 +270,7 @@ class KafkaMonitor:
     # --- pausing and housekeeping ---------------------------------------------------------------
     def _tick(self) -> None:
         """Backpressure check and stats, each on its own clock."""
+        mark_loop()
         self.partitions.set_paused("backpressure", self.backpressure.check())
         self.stats.tick(self.backpressure.state())
 

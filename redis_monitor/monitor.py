@@ -27,6 +27,7 @@ from redis_monitor.outbox import Outbox
 from utils import answers, keys
 from utils.clients import ensure_topics, kafka_producer, redis_client
 from utils.jobs import Job
+from utils.metrics import mark_loop, record_dead_letter, record_job, set_dependency_up
 from utils.plugins import load_plugins
 from utils.settings import Settings
 from utils.stats import StatsCollector, StatsConfig, beat
@@ -93,6 +94,7 @@ class RedisMonitor:
                 delay = 0.1
             except RETRIABLE as exc:
                 log.error("Redis unavailable; retrying", extra={"error": str(exc), "retry_in": delay})
+                set_dependency_up("redis", False)
                 stop.wait(delay)
                 delay = min(delay * 2, MAX_BACKOFF)
             except Exception:  # the loop itself failed (not a job): log, back off, go on
@@ -103,6 +105,7 @@ class RedisMonitor:
 
     def run_once(self, max_items: int = 100) -> int:
         """One round; returns the jobs and periodic items handled."""
+        mark_loop()
         self._acknowledge(self.context.outbox.settle(0))
         jobs = self._take(max_items)
         for job in jobs:
@@ -112,6 +115,7 @@ class RedisMonitor:
             done += self._run_periodic(plugin, max_items)
         self._acknowledge(self.context.outbox.settle(SEND_WAIT))
         self._housekeeping()
+        set_dependency_up("redis", True)  # the round's reads and writes went through
         return done
 
     def close(self) -> None:
@@ -151,9 +155,11 @@ class RedisMonitor:
             self.context.outbox.answer(message, job.entry_id)
         self.context.count("total")
         self.context.count(type(plugin).__name__)
+        record_job(_job_kind(job), "answered")
 
     def _failed(self, job: Job, plugin: Any, exc: Exception) -> None:
         self.context.count("fail")
+        record_job(_job_kind(job), "failed")
         fields = {"uuid": job.uuid, "appid": job.appid, "kind": job.kind, "plugin": type(plugin).__name__,
                   "attempt": job.deliveries, "entry_id": job.entry_id}  # fmt: skip
         if job.deliveries < self.max_attempts:
@@ -168,6 +174,7 @@ class RedisMonitor:
         letter = answers.dead_letter(job.request, f"{message}: {cause}", "redis-monitor",
                                      kind=job.kind, entry_id=job.entry_id, attempts=job.deliveries)  # fmt: skip
         self.context.outbox.dead_letter(letter, job.entry_id)
+        record_dead_letter("job_failed")
 
     def _report_bad_entries(self) -> int:
         """Stream entries that are not jobs at all: dead-lettered and dropped."""
@@ -175,6 +182,8 @@ class RedisMonitor:
         for entry_id, fields in bad:
             letter = answers.dead_letter(fields, "unreadable job entry", "redis-monitor", entry_id=entry_id)
             self.context.outbox.dead_letter(letter, entry_id)
+        if bad:
+            record_dead_letter("unreadable_job", len(bad))
         return len(bad)
 
     def _acknowledge(self, entry_ids: set[str]) -> None:
@@ -206,3 +215,8 @@ class RedisMonitor:
             self.last_stats_flush = now
             self.context.stats.flush()
         self.dumper.maybe_dump(now)
+
+
+def _job_kind(job: Job) -> str:
+    """The jobs metric's kind: an action's name (info, stop, ...), else the job's kind (stats, ...)."""
+    return str(job.request.get("action") or job.kind) if job.kind == "action" else job.kind

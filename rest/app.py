@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -18,12 +19,14 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rest import envelope, openapi
 from rest.deps import API_KEY_HEADER
 from rest.envelope import ApiError
 from rest.gateway import Gateway
 from rest.routes import cluster, core, crawls, dashboard
+from utils.metrics import record_rest_request
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -56,8 +59,42 @@ def create_app(settings: Settings) -> FastAPI:
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Content-Type", API_KEY_HEADER],
         )
+    app.add_middleware(RequestMetrics)
     openapi.install(app)
     return app
+
+
+class RequestMetrics:
+    """Counts and times every HTTP request by its route's template (/crawls/{appid}/{crawlid}), so
+    the metric's labels stay bounded whatever paths clients ask for. Pure ASGI: streams pass through."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # unless a response starts
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            record_rest_request(scope["method"], route_template(scope), status, time.perf_counter() - started)
+
+
+def route_template(scope: Scope) -> str:
+    """The matched route's path template (the router fills scope["route"]); "unmatched" for a 404."""
+    route = scope.get("route")
+    path = getattr(route, "path", None) or getattr(route, "path_format", None)
+    return str(path) if path else "unmatched"
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("utils.node:status_command", "show every process of the node"),
     "service": ("utils.node:service_command", "exec one local service (used by supervisord)"),
     "demo": ("utils.demo:demo_command", "serve the demo site, feed a crawl and show its pages"),
+    "proxies": ("utils.proxy_cli:proxies_command", "show the proxy pool: requests, bans, quarantines"),
 }
 
 
@@ -126,8 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # Long-running components and the name their metrics carry.
-METRICS_COMPONENTS = {"kafka-monitor": "kafka-monitor", "crawl": "crawler", "redis-monitor": "redis-monitor",
-                      "rest": "rest"}
+METRICS_COMPONENTS = {
+    "kafka-monitor": "kafka-monitor",
+    "crawl": "crawler",
+    "redis-monitor": "redis-monitor",
+    "rest": "rest",
+}
 
 
 def _serve_metrics(settings: Settings, command: str) -> None:

@@ -18,6 +18,7 @@ from redis_monitor.purge import Purger
 from utils import keys
 from utils.answers import server_time
 from utils.clients import RedisClient
+from utils.metrics import record_crawl_ended
 from utils.progress import CrawlRef
 from utils.settings import Settings
 
@@ -84,6 +85,7 @@ class ExpireMonitor:
                                     "server_time": server_time()})  # fmt: skip
         self.context.count(type(self).__name__)
         self.context.count("total")
+        record_crawl_ended("expired")
         log.info("Sent expired ack to kafka", extra={**fields, "total_expired": purged})
 
 

@@ -15,6 +15,7 @@ from redis_monitor.context import Context
 from redis_monitor.plugins.base import Every
 from utils import keys
 from utils.answers import server_time
+from utils.metrics import record_crawl_ended
 from utils.progress import CrawlRef
 from utils.scripts import source
 from utils.settings import Settings
@@ -66,4 +67,5 @@ class FinishedMonitor:
         self.context.outbox.answer({**fields, "action": "finished", "server_time": server_time(),
                                     "progress": progress})  # fmt: skip
         self.context.count(type(self).__name__)
+        record_crawl_ended("finished")
         log.info("Crawl finished", extra={**fields, "crawled": progress.get("crawled"), "dead": progress.get("dead")})

@@ -16,6 +16,7 @@ from typing import Any
 from redis_monitor.context import Context
 from redis_monitor.plugins.base import Every
 from utils import crawl_request, dead_letters, keys
+from utils.metrics import record_dead_letter, record_leases_reaped
 from utils.scripts import source
 from utils.settings import Settings
 
@@ -79,6 +80,9 @@ class ReaperMonitor:
                 log.info("Lease expired; request re-queued", extra=fields)
         self._dead_letter(dead)
         settled = len(flat) // 4
+        record_leases_reaped(spiderid, settled)
+        if dead:
+            record_dead_letter("lease_expired", len(dead))
         self.context.count(type(self).__name__, settled)
         self.context.count("lease:requeued", settled - len(dead))
         self.context.count("lease:dead", len(dead))

@@ -15,6 +15,7 @@ from redis_monitor.plugins.base import action_answer, is_action
 from redis_monitor.purge import Purger
 from utils import answers
 from utils.jobs import Job
+from utils.metrics import record_crawl_ended
 from utils.progress import CrawlRef
 from utils.settings import Settings
 
@@ -44,6 +45,7 @@ class StopMonitor:
             return [answers.error_answer(request, "Stop requests need a crawlid and appid", "crawlid: missing")]
         ref = CrawlRef(request["spiderid"], job.appid, request["crawlid"])
         purged = self.purger.purge(ref, "stopped") or 0
+        record_crawl_ended("stopped")
         log.info("Sent stop ack to kafka", extra={**fields, "total_purged": purged})
         return [action_answer(job, total_purged=purged)]
 

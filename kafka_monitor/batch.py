@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from utils.frontier import NewRequest
+from utils.redact import redact_request
 
 Command = Callable[[Any], None]  # adds its Redis commands to the batch's pipeline
 
@@ -54,5 +55,5 @@ class Batch:
         Fields left at a null default are not repeated on every line (a fifth of its cost, measured).
         """
         if self.verbose:
-            fields = {k: v for k, v in message.items() if v is not None}
+            fields = {k: v for k, v in redact_request(message).items() if v is not None}
             self.log_events.append((event, {**fields, "parsed": True, "valid": True}))

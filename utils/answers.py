@@ -7,6 +7,8 @@ from typing import Any
 
 import ujson
 
+from utils.redact import redact_request
+
 RAW_LIMIT = 4096  # characters of an offending message echoed back in an error answer
 
 
@@ -23,13 +25,19 @@ def error_answer(raw: Any, message: str, cause: str | None = None) -> dict[str, 
         for key in ("uuid", "appid"):
             if isinstance(raw.get(key), str):
                 answer[key] = raw[key]
-    answer["data"] = _truncate(raw)
+    answer["data"] = _truncate(redact_request(raw))
     return answer
 
 
 def dead_letter(raw: Any, error: str, source: str, **details: Any) -> dict[str, Any]:
     """A dead-letter record: what failed, why, where it came from, and when."""
-    return {"data": _truncate(raw), "error": error, "source": source, "timestamp": time.time(), **details}
+    return {
+        "data": _truncate(redact_request(raw)),
+        "error": error,
+        "source": source,
+        "timestamp": time.time(),
+        **details,
+    }
 
 
 def _truncate(raw: Any) -> Any:

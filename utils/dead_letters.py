@@ -14,6 +14,7 @@ from typing import Any
 import ujson
 
 from utils import keys
+from utils.redact import redact_request
 
 DEAD_LETTER_MAX = 10_000  # records kept per crawl
 DEAD_LETTER_TTL = 7 * 86400  # seconds a crawl's dead letters are kept after the last one
@@ -23,7 +24,7 @@ def record(request: dict[str, Any], error: str, status: int | None, attempts: in
     """The dead-letter shape shared by the crawler, the reaper and the dead_letter topic."""
     now = time.time()
     return {
-        "request": request,
+        "request": redact_request(request),  # a replay goes without the proxy's credentials
         "url": request.get("url"),
         "appid": request.get("appid"),
         "crawlid": request.get("crawlid"),

@@ -14,17 +14,21 @@ from typing import Any
 
 from utils import keys
 from utils.clients import RedisClient
+from utils.proxy_pool import ProxyPool
 from utils.stats import StatsConfig, live_processes, read_counter, stat_bases
 
 Counts = dict[str, int]
-KINDS = ("kafka-monitor", "redis-monitor", "crawler", "spider", "machine", "queue", "rest", "all")
+KINDS = ("kafka-monitor", "redis-monitor", "crawler", "spider", "machine", "queue", "rest", "proxies", "all")
 
 
 class StatsReport:
-    def __init__(self, client: RedisClient, config: StatsConfig, heartbeat_ttl: int) -> None:
+    def __init__(
+        self, client: RedisClient, config: StatsConfig, heartbeat_ttl: int, proxy_pool: ProxyPool | None = None
+    ) -> None:
         self.client = client
         self.config = config
         self.ttl = heartbeat_ttl
+        self.proxy_pool = proxy_pool  # Shoal's `proxies` kind (issue 11): the pool of PROXY_LIST
 
     def build(self, kind: str) -> dict[str, Any]:
         """The body of a stats answer for one kind (`all` nests the four components)."""
@@ -36,6 +40,7 @@ class StatsReport:
             "spider": lambda: {"spiders": self.spiders()},
             "machine": lambda: {"machines": self.machines()},
             "queue": lambda: {"queues": self.queues()},
+            "proxies": lambda: {"proxies": self.proxy_pool.state() if self.proxy_pool else []},
             "all": self.all,
         }
         return builders[kind]()

@@ -144,7 +144,11 @@ def _serve_metrics(settings: Settings, command: str) -> None:
 
     start_metrics_server(settings, component)
     if component == "redis-monitor":
+        from utils.clients import redis_client
+        from utils.metrics.proxies import register_proxy_collector
+
         register_frontier_collector(settings)
+        register_proxy_collector(settings, redis_client(settings))
 
 
 def stop_event_on_signals() -> threading.Event:

@@ -9,6 +9,7 @@ from redis_monitor.context import Context
 from redis_monitor.stats_report import KINDS, StatsReport
 from utils.answers import error_answer, server_time
 from utils.jobs import Job
+from utils.proxy_pool import ProxyPool
 from utils.settings import Settings
 from utils.stats import StatsConfig
 
@@ -24,7 +25,8 @@ class StatsMonitor:
     @classmethod
     def from_settings(cls, settings: Settings, context: Context) -> StatsMonitor:
         config = StatsConfig.from_settings(settings)
-        return cls(StatsReport(context.redis, config, settings.get_int("HEARTBEAT_TIMEOUT")))
+        pool = ProxyPool.from_settings(settings, context.redis)
+        return cls(StatsReport(context.redis, config, settings.get_int("HEARTBEAT_TIMEOUT"), proxy_pool=pool))
 
     def accepts(self, job: Job) -> bool:
         return job.kind == "stats"

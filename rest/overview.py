@@ -14,6 +14,7 @@ import ujson
 from rest.gateway import Gateway
 from utils import keys, stats
 from utils.clients import RedisClient
+from utils.proxy_pool import ProxyPool
 
 COMPONENTS = ("kafka-monitor", "crawler", "redis-monitor", "rest")
 DOMAINS_PER_SPIDER = 200  # best-priority domains whose queue depth is read
@@ -45,6 +46,7 @@ def build(gw: Gateway) -> dict[str, Any]:
         "queues": queue_depths(gw.redis),
         "errors": [{k: e.get(k) for k in ERROR_FIELDS} for e in list(gw.outbound.recent_errors)[:RECENT]],
         "dead_letters": recent_dead_letters(gw.redis, crawls[:DEAD_LETTER_CRAWLS]),
+        "proxies": ProxyPool.from_settings(gw.settings, gw.redis).state(now),  # [] without PROXY_LIST
     }
 
 

@@ -161,6 +161,19 @@ function renderProcesses(data) {
     el("td", {}, name), el("td", { class: "num" }, fmt(p.count)), el("td", { class: "muted" }, p.hosts.join(", ") || "none alive"))));
 }
 
+function renderProxies(data) {
+  const card = document.getElementById("proxies-card");
+  card.hidden = !data.proxies.length;
+  const body = document.querySelector("#proxies tbody");
+  body.replaceChildren(...data.proxies.map((p) => {
+    const domains = Object.keys(p.quarantined_domains);
+    const state = p.quarantined_until ? el("span", { class: "pill bad" }, "quarantined")
+      : domains.length ? el("span", { class: "pill warn" }, `${domains.length} domain(s)`) : el("span", { class: "pill ok" }, "healthy");
+    return el("tr", { title: domains.join(", ") }, el("td", {}, p.proxy), el("td", {}, state),
+      el("td", { class: "num" }, fmt(p.requests)), el("td", { class: "num" }, fmt(p.bans)));
+  }));
+}
+
 function pagePill(page) {
   const code = page.status_code;
   const kind = page.success === false || !code ? "bad" : code >= 400 ? "warn" : "ok";
@@ -201,7 +214,7 @@ async function refresh() {
     if (envelope.status !== "SUCCESS") throw new Error(envelope.error && envelope.error.message);
     const data = envelope.data;
     document.getElementById("banner").hidden = true;
-    for (const render of [renderHealth, renderTotals, renderCrawls, renderChart, renderQueues, renderErrors, renderProcesses]) {
+    for (const render of [renderHealth, renderTotals, renderCrawls, renderChart, renderQueues, renderErrors, renderProcesses, renderProxies]) {
       render(data);
     }
     pickStream(data);

@@ -25,7 +25,7 @@ from supervisor.xmlrpc import SupervisorTransport, UnixStreamHTTPConnection
 
 from utils.errors import ShoalError
 from utils.node.layout import NodeLayout, repo_root
-from utils.services.process import log_tail
+from utils.services.process import log_tail, pid_alive, wait_gone
 
 log = logging.getLogger(__name__)
 
@@ -48,27 +48,6 @@ def supervisord_binary() -> Path:
     if found is None:
         raise NodeError(f"supervisord not found next to {sys.executable} nor on PATH")
     return Path(found)
-
-
-def _proc_state(pid: int) -> str | None:
-    """The one-letter state of `pid` from /proc ("Z" for a zombie), None without /proc or process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    return fields[0] if fields else None
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether `pid` runs; a zombie (exited, not reaped by an init that does not reap) is gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _proc_state(pid) != "Z"
 
 
 def _is_supervisord(pid: int) -> bool:
@@ -152,16 +131,6 @@ def _wait_answering(layout: NodeLayout, timeout: float) -> int:
                     return pid
         time.sleep(0.1)
     raise _failure(layout, f"supervisord did not answer on {layout.socket_path} within {timeout:g} s")
-
-
-def wait_gone(pid: int, timeout: float) -> bool:
-    """Poll until `pid` is gone; False if it still runs after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def children_of(pid: int) -> list[int]:

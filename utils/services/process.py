@@ -221,12 +221,14 @@ def _zombie(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
-def _alive(pid: int) -> bool:
-    """Whether `pid` still runs; a child of ours that exited is reaped here."""
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` still runs; a zombie counts as gone (a child of ours that exited is reaped here)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
+    except PermissionError:
+        return True
     if not _zombie(pid):
         return True
     with contextlib.suppress(ChildProcessError):
@@ -234,10 +236,10 @@ def _alive(pid: int) -> bool:
     return False
 
 
-def _wait_gone(pid: int, timeout: float) -> bool:
+def wait_gone(pid: int, timeout: float) -> bool:
     """Poll until `pid` is gone; False if it is still there after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while _alive(pid):
+    while pid_alive(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
@@ -264,9 +266,9 @@ def stop_by_pidfile(run_dir: Path, name: str, timeout: float = 10) -> bool:
         return False
     _signal_group(pid, signal.SIGTERM)
     _signal_group(pid, signal.SIGCONT)
-    if not _wait_gone(pid, timeout):
+    if not wait_gone(pid, timeout):
         _signal_group(pid, signal.SIGKILL)
-        _wait_gone(pid, timeout)
+        wait_gone(pid, timeout)
     pid_path.unlink(missing_ok=True)
     log.info("stopped %s (pid %d) from %s", name, pid, pid_path)
     return True

@@ -31,7 +31,14 @@ from utils import keys, stats
 from utils.clients import redis_client
 from utils.domains import url_domain
 from utils.frontier import Frontier, Lease, Settlement
-from utils.metrics import mark_loop, record_dropped, record_enqueued, record_leases_returned, set_dependency_up
+from utils.metrics import (
+    mark_loop,
+    record_dropped,
+    record_enqueued,
+    record_leases_returned,
+    record_throttle_denials,
+    set_dependency_up,
+)
 from utils.settings import Settings
 from utils.throttle import ThrottleConfig
 
@@ -191,6 +198,8 @@ class DistributedScheduler:
             self._redis_answers(False)
             return
         self._redis_answers(True)
+        if popped.denied:
+            record_throttle_denials(self.spider.name, popped.denied)
         self.leased.extend(popped.leases)
         if popped.leases:
             return

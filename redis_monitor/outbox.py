@@ -17,6 +17,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.future import Future
 
 from utils import answers
+from utils.metrics import record_produced, set_dependency_up
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ class Outbox:
         confirmed = set()
         for job, sends in list(self._open.items()):
             if all(s.future.is_done and s.future.succeeded() for s in sends):
+                for send in sends:
+                    record_produced(send.topic, sent=True)
+                set_dependency_up("kafka", True)
                 del self._open[job]
                 if job is not None:
                     confirmed.add(job)
@@ -72,6 +76,8 @@ class Outbox:
                 if send.future.is_done and send.future.failed():
                     error = str(send.future.exception)
                     log.error("Failed to send to Kafka; retrying", extra={"topic": send.topic, "error": error})
+                    record_produced(send.topic, sent=False)
+                    set_dependency_up("kafka", False)
                     send.future = self._produce(send.topic, send.value)
         return confirmed
 

@@ -103,6 +103,7 @@ class Popped:
 
     leases: list[Lease]
     retry_after: float | None  # None: nothing is waiting on a throttle or a retry time
+    denied: int = 0  # domains with work that their throttle held back during this pop
 
 
 @dataclass(frozen=True)
@@ -344,13 +345,13 @@ class Frontier:
 
 
 def _popped(spiderid: str, flat: list[Any]) -> Popped:
-    wait_ms = int(flat[0])
+    wait_ms, denied = int(flat[0]), int(flat[1])
     leases = []
-    for i in range(1, len(flat), 3):
+    for i in range(2, len(flat), 3):
         domain, request_id, payload = _text(flat[i]), _text(flat[i + 1]), flat[i + 2]
         record = crawl_request.decode(payload) if payload else {}
         leases.append(Lease(spiderid, domain, request_id, record))
-    return Popped(leases, None if wait_ms < 0 else wait_ms / 1000)
+    return Popped(leases, None if wait_ms < 0 else wait_ms / 1000, denied)
 
 
 def _text(value: bytes | str) -> str:

@@ -15,6 +15,7 @@ from kazoo.recipe.watchers import DataWatch
 
 from utils.clients import zookeeper_client
 from utils.domain_config import DomainConfig
+from utils.metrics import set_dependency_up
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class ConfigWatcher:
             log.exception("ZooKeeper client did not stop cleanly")
 
     def _on_state(self, state: str) -> None:
+        set_dependency_up("zookeeper", state == KazooState.CONNECTED)
         if state == KazooState.CONNECTED and self._watch is None:
             self.client.handler.spawn(self._set_watch)
         elif state in (KazooState.SUSPENDED, KazooState.LOST):

@@ -113,6 +113,7 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
     assert redis_db.zcard(keys.throttle_window("link:a.com")) == 2
     popped = frontier.pop("link", 10, policy)
     assert popped.leases == []
+    assert popped.denied == 2  # both domains have work their throttle holds back (a metric)
     assert popped.retry_after is not None
     assert 55 < popped.retry_after <= 60
     redis_db.delete(keys.throttle_window("link:c.com"))

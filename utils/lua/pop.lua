@@ -9,7 +9,8 @@
 -- ARGV[9] JSON {domain: [hits, window]} overrides   ARGV[10] JSON [blacklisted domains]
 -- ARGV[11] crawl state idle TTL (s)   ARGV[12] most due retries to move back into queues per call
 -- Returns a flat array: the milliseconds until a throttled domain with queued requests is next
--- allowed (-1 = none is waiting on its throttle), then domain, request id, payload for each lease.
+-- allowed (-1 = none is waiting on its throttle), how many domains with work their throttle held
+-- back, then domain, request id, payload for each lease.
 -- Priority is global: among every domain whose throttle allows a request now, the best score
 -- wins, ties go to the oldest request id. A throttle hit is spent only for a request handed out.
 -- Each leased request moves into <spiderid>:inflight scored by its lease deadline.
@@ -30,6 +31,7 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local heads, inflight = sid .. ':heads', sid .. ':inflight'
 local allowed = {}
 local next_ready = -1  -- earliest time a throttled, non-empty domain may hand out again
+local denied = 0  -- domains examined this call that their throttle held back (a metric)
 
 local function note_ready(at)
   if next_ready < 0 or at < next_ready then next_ready = at end
@@ -46,6 +48,7 @@ local function throttle_allows(domain)
   local pause = tonumber(redis.call('GET', key .. ':throttle_pause') or '0')
   if pause > now then
     note_ready(pause)
+    denied = denied + 1
     return false
   end
   local h, w = limits(domain)
@@ -54,12 +57,14 @@ local function throttle_allows(domain)
   if redis.call('ZCARD', key .. ':throttle_window') >= h then
     local oldest = redis.call('ZRANGE', key .. ':throttle_window', 0, 0, 'WITHSCORES')
     note_ready(tonumber(oldest[2]) + w)
+    denied = denied + 1
     return false
   end
   if moderated and h > 1 then
     local slot = tonumber(redis.call('GET', key .. ':throttle_time') or '0')
     if now < slot + w / h then
       note_ready(slot + w / h)
+      denied = denied + 1
       return false
     end
   end
@@ -159,7 +164,7 @@ local function promote_due()
 end
 
 promote_due()
-local out = {0}
+local out = {0, 0}
 for _ = 1, max_items do
   local d, m = best_ready()
   if not d then break end
@@ -169,4 +174,5 @@ for _ = 1, max_items do
   out[#out + 1] = payload
 end
 if next_ready >= 0 then out[1] = math.max(0, math.ceil((next_ready - now) * 1000)) else out[1] = -1 end
+out[2] = denied
 return out

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_metrics_wiring_helpers import events, json_lines, scrape, total
 from tests.support.cluster import Component, TestCluster
 from tests.support.kafka import produce
+from tests.support.metrics import events, json_lines, scrape, total
 from tests.support.services import wait_until
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.metrics import scrape
 from tests.support.services import wait_until
 from utils import metrics
 from utils.errors import ConfigError
@@ -28,17 +28,6 @@ from utils.settings import Settings
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample at `url` as {(name, sorted labels): value}."""
-    with urllib.request.urlopen(url, timeout=5) as answer:
-        text = answer.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 @pytest.fixture

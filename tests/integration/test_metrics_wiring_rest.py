@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.integration.test_metrics_wiring_helpers import scrape, total
 from tests.integration.test_rest_helpers import base_url, gateway_cluster
 from tests.support.cluster import TestCluster
+from tests.support.metrics import scrape, total
 from tests.support.services import wait_until
 from utils.services import free_port
 

@@ -1,4 +1,4 @@
-"""The seed fast path gives exactly what utils.domains and utils.fingerprint give, for any URL."""
+"""The fast paths (plain URLs) give exactly what the slow, always-canonicalising paths give."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from w3lib.url import canonicalize_url
 
-from kafka_monitor.urls import PLAIN_URL, domain_and_fingerprint
+from kafka_monitor.urls import domain_and_fingerprint
 from utils.domains import url_domain
-from utils.fingerprint import fingerprint
+from utils.fingerprint import PLAIN_URL, canonical_fingerprint, fingerprint
 
 label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 host = st.lists(label, min_size=1, max_size=4).map(".".join)
@@ -43,7 +43,8 @@ def test_plain_urls_are_already_canonical(url: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(plain_url, other_url), st.sampled_from(["GET", "post"]), st.sampled_from([None, "", "a=1"]))
 def test_fast_path_agrees_with_the_shared_functions(url: str, method: str, body: str | None) -> None:
-    assert domain_and_fingerprint(url, method, body) == (url_domain(url), fingerprint(url, method, body))
+    assert domain_and_fingerprint(url, method, body) == (url_domain(url), canonical_fingerprint(url, method, body))
+    assert fingerprint(url, method, body) == canonical_fingerprint(url, method, body)
 
 
 @pytest.mark.parametrize("url", ["http://example.com", "http://Example.com/", "http://a.com/?q=1", "http://a.com/x#y"])

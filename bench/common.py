@@ -58,6 +58,12 @@ def write_result(name: str, figures: dict[str, Any], checks: dict[str, bool]) ->
     return path
 
 
+def print_checks(checks: dict[str, bool]) -> None:
+    """One PASS/FAIL line per target, after a benchmark's summary line."""
+    for name, ok in checks.items():
+        print(f"  {'PASS' if ok else 'FAIL'}  {name}")
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty list."""
     ordered = sorted(values)

@@ -14,7 +14,7 @@ import uuid
 
 from confluent_kafka import Consumer, Producer
 
-from bench.common import bench_cluster, percentile, write_result
+from bench.common import bench_cluster, percentile, print_checks, write_result
 from utils.clients import ensure_topics
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port
@@ -72,8 +72,7 @@ def main() -> None:
     path = write_result("latency", figures, checks)
     print(f"idle latency over {figures['samples']} requests: p50 {figures['p50_s'] * 1000:.0f} ms, "
           f"p99 {figures['p99_s'] * 1000:.0f} ms, max {figures['max_s'] * 1000:.0f} ms -> {path}")
-    for name, ok in checks.items():
-        print(f"  {'PASS' if ok else 'FAIL'}  {name}")
+    print_checks(checks)
 
 
 if __name__ == "__main__":

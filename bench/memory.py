@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from bench.common import write_result
+from bench.common import print_checks, write_result
 from utils import crawl_request, keys
 from utils.fingerprint import fingerprint
 from utils.frontier import Frontier, NewRequest
@@ -73,8 +73,7 @@ def main() -> None:
     path = write_result("memory", figures, checks)
     print(f"Redis memory at {urls:,} URLs: {figures['bytes_per_queued_request']} B per queued request, "
           f"{figures['bytes_per_url_exact']} B per dupefilter URL (exact) -> {path}")
-    for name, ok in checks.items():
-        print(f"  {'PASS' if ok else 'FAIL'}  {name}")
+    print_checks(checks)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from utils.errors import ConfigError
 from utils.node.control import pid_alive, running_pid, stop_node
-from utils.node.layout import resolve_layout
+from utils.node.layout import command_layout
 from utils.settings import Settings
 
 STOP_TIMEOUT = 60.0  # seconds for supervisord to stop its programs and exit before SIGKILL
@@ -14,10 +13,8 @@ STOP_TIMEOUT = 60.0  # seconds for supervisord to stop its programs and exit bef
 
 def down_command(settings: Settings, args: argparse.Namespace) -> int:
     """Stop the node; 0 when nothing of it runs afterwards (also when nothing ran before)."""
-    try:
-        layout = resolve_layout(settings, args.node)
-    except ConfigError as exc:
-        print(f"shoal down: {exc}")
+    layout = command_layout(settings, args.node, "down")
+    if layout is None:
         return 2
     pid = running_pid(layout)
     if pid is None:

@@ -144,3 +144,12 @@ def recorded_addresses(layout: NodeLayout) -> dict[str, str]:
     except (OSError, ValueError, KeyError, TypeError):
         return layout.service_addresses()
     return {str(name): str(address) for name, address in dict(recorded).items()}
+
+
+def command_layout(settings: Settings, node: str, command: str) -> NodeLayout | None:
+    """The layout for a `shoal <command>`; None after printing why the settings name no valid node."""
+    try:
+        return resolve_layout(settings, node)
+    except ConfigError as exc:
+        print(f"shoal {command}: {exc}")
+        return None

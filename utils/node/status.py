@@ -6,10 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from utils.errors import ConfigError
 from utils.metrics.publish import read_url, url_file
 from utils.node.control import RPC_ERRORS, process_info, running_pid
-from utils.node.layout import NodeLayout, recorded_addresses, resolve_layout
+from utils.node.layout import NodeLayout, command_layout, recorded_addresses
 from utils.settings import Settings
 
 
@@ -90,10 +89,8 @@ def _not_running(layout: NodeLayout, as_json: bool, why: str) -> int:
 
 def status_command(settings: Settings, args: argparse.Namespace) -> int:
     """Print the node's processes; exit 1 when its supervisord does not run or answer."""
-    try:
-        layout = resolve_layout(settings, args.node)
-    except ConfigError as exc:
-        print(f"shoal status: {exc}")
+    layout = command_layout(settings, args.node, "status")
+    if layout is None:
         return 2
     pid = running_pid(layout)
     if pid is None:

@@ -17,6 +17,8 @@ from tests.support.cluster import TestCluster, next_database
 from tests.support.kafka import TopicReader
 from utils.services import LocalServices, ServiceError, start_local_services
 
+pytest_plugins = ["tests.support.redis_cluster"]  # the session Redis Cluster fixtures (issue 12)
+
 MARKERS = {
     "integration": "needs the real Redis, ZooKeeper and broker of the session fixture",
     "e2e": "runs the whole cluster under supervisord against the generated site",

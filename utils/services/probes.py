@@ -20,7 +20,7 @@ _CORRELATION_ID = 0x5A0A1
 _CLIENT_ID = b"shoal-probe"
 
 
-def _exchange(
+def exchange(
     host: str, port: int, request: bytes, complete: Callable[[bytes], bool], timeout: float
 ) -> bytes:
     """Send `request`, read until `complete(reply)` or EOF; raise OSError after `timeout` seconds."""
@@ -43,7 +43,7 @@ def _exchange(
 def redis_ready(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
     """PING answers +PONG; a Redis still loading its AOF answers -LOADING, which is not ready."""
     try:
-        reply = _exchange(host, port, b"PING\r\n", lambda r: b"\r\n" in r, timeout)
+        reply = exchange(host, port, b"PING\r\n", lambda r: b"\r\n" in r, timeout)
     except OSError:
         return False
     return reply.startswith(b"+PONG")
@@ -52,7 +52,7 @@ def redis_ready(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
 def zookeeper_ready(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
     """The `ruok` four-letter word answers `imok` (it must be whitelisted, as zoo.cfg does)."""
     try:
-        reply = _exchange(host, port, b"ruok", lambda r: len(r) >= 4, timeout)
+        reply = exchange(host, port, b"ruok", lambda r: len(r) >= 4, timeout)
     except OSError:
         return False
     return reply == b"imok"
@@ -73,7 +73,7 @@ def _framed(reply: bytes) -> bool:
 def broker_ready(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
     """A Metadata request is answered with our correlation id and at least one broker."""
     try:
-        reply = _exchange(host, port, _metadata_request(), _framed, timeout)
+        reply = exchange(host, port, _metadata_request(), _framed, timeout)
     except OSError:
         return False
     if len(reply) < 12:

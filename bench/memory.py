@@ -1,9 +1,9 @@
 """(f) Redis bytes per queued request and per dupefilter URL, at 1M URLs.
 
 Measured as the growth of Redis `used_memory` while one crawl queues N child requests of a
-realistic shape (the frontier's own enqueue script, so payload, queue member, index entry and
-dupefilter fingerprint are all counted), then per dupefilter URL alone in exact mode (and Bloom
-mode when the frontier offers it). Targets: <= 450 B per queued request, <= 70 B per URL exact,
+realistic shape (the frontier's own enqueue script, so queue member, payload in the crawl's
+requests hash (which is also its index) and dupefilter fingerprint are all counted), then per
+dupefilter URL alone in exact and in Bloom mode. Targets: <= 450 B per queued request, <= 70 B per URL exact,
 <= 2 B per URL Bloom at 0.1 % false positives. Run: `python -m bench.memory [--urls N]`.
 """
 
@@ -17,7 +17,7 @@ import redis
 
 from bench.common import print_checks, write_result
 from utils import crawl_request, keys
-from utils.fingerprint import fingerprint
+from utils.fingerprint import bloom_size, fingerprint
 from utils.frontier import Frontier, NewRequest
 from utils.services import start_local_services
 
@@ -55,6 +55,24 @@ def exact_dupefilter_bytes(client: redis.Redis, urls: int) -> float:
     return (used(client) - before) / urls
 
 
+def bloom_dupefilter(client: redis.Redis, urls: int, error_rate: float = 0.001) -> dict[str, float]:
+    """Bytes per URL and the false positives seen, of a Bloom-mode crawl sized for `urls` URLs.
+
+    Every request goes through the real enqueue script in Bloom mode; domain_max_pages = 1 keeps
+    all but the first out of the queue *after* the dupefilter has recorded them, so the figure is
+    the filter's alone. Each URL is new, so every `duplicate` answer is a false positive.
+    """
+    frontier = Frontier(client, dupefilter_mode="bloom", bloom=bloom_size(urls, error_rate))
+    false_positives = 0
+    for start in range(0, urls, BATCH):
+        batch = [NewRequest("link", "example.com", 1, "benchapp", "membloom", '{"url":"u"}',
+                            fingerprint(f"http://example.com/p/{i}"), max_pages=1)
+                 for i in range(start, min(urls, start + BATCH))]  # fmt: skip
+        false_positives += frontier.enqueue(batch).count("duplicate")
+    size = int(client.memory_usage(keys.bloom_dupefilter("link", "membloom")) or 0)
+    return {"bytes_per_url_bloom": round(size / urls, 2), "bloom_false_positive_rate": false_positives / urls}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--urls", type=int, default=1_000_000)
@@ -66,13 +84,18 @@ def main() -> None:
             figures = {"urls": urls, "bytes_per_queued_request": round(queued_bytes(client, urls), 1)}
             client.flushall()
             figures["bytes_per_url_exact"] = round(exact_dupefilter_bytes(client, urls), 1)
+            client.flushall()
+            figures.update(bloom_dupefilter(client, urls))
         finally:
             services.stop_all()
     checks = {"queued request <= 450 B": figures["bytes_per_queued_request"] <= 450,
-              "exact dupefilter <= 70 B/URL": figures["bytes_per_url_exact"] <= 70}
+              "exact dupefilter <= 70 B/URL": figures["bytes_per_url_exact"] <= 70,
+              "Bloom dupefilter <= 2 B/URL": figures["bytes_per_url_bloom"] <= 2,
+              "Bloom false positives <= 0.1 %": figures["bloom_false_positive_rate"] <= 0.001}
     path = write_result("memory", figures, checks)
     print(f"Redis memory at {urls:,} URLs: {figures['bytes_per_queued_request']} B per queued request, "
-          f"{figures['bytes_per_url_exact']} B per dupefilter URL (exact) -> {path}")
+          f"{figures['bytes_per_url_exact']} B per dupefilter URL (exact), {figures['bytes_per_url_bloom']} B "
+          f"(Bloom, {figures['bloom_false_positive_rate']:.4%} false positives) -> {path}")
     print_checks(checks)
 
 

@@ -1,8 +1,9 @@
 """What a crawl has waiting in the frontier, read through its index: O(requests of the crawl).
 
 Scrapy Cluster scanned every queue of the spider and decoded every member for each info request
-(its issue #53: hours at 1M queued). Here the crawl's index `<sid>:crawl:<appid>:<crawlid>:index`
-names its requests (`<domain>\\t<id>`), so the cost is a few pipelined calls per 5,000 of them.
+(its issue #53: hours at 1M queued). Here the crawl's requests hash `<sid>:crawl:<appid>:<crawlid>:requests`
+holds exactly its requests (`<id><domain>` -> payload), so the cost is a few pipelined calls per
+5,000 of them.
 Pending means queued or waiting to retry; requests in flight are counted in the progress.
 """
 
@@ -16,7 +17,7 @@ from utils import crawl_request, keys, progress
 from utils.clients import RedisClient
 from utils.progress import CrawlRef
 
-CHUNK = 5000  # members per ZMSCORE/HMGET call
+CHUNK = 5000  # members per ZMSCORE call and HSCAN page
 
 
 @dataclass
@@ -36,13 +37,19 @@ class DomainPending:
 
 def pending_by_domain(client: RedisClient, ref: CrawlRef) -> dict[str, DomainPending]:
     """Each domain's queued and delayed requests of the crawl, with their priority range."""
-    ids: dict[str, list[str]] = defaultdict(list)
-    for entry in set(client.sscan_iter(keys.crawl_index(*_parts(ref)), count=CHUNK)):
-        domain, _, request_id = entry.partition("\t")
-        ids[domain].append(request_id)
+    sid = ref.spiderid
+    code = client.hget(keys.crawl_codes(sid), f"{ref.appid}\t{ref.crawlid}")
     found: dict[str, DomainPending] = defaultdict(DomainPending)
-    not_queued = _add_queued(client, ref.spiderid, ids, found)
-    _add_delayed(client, ref.spiderid, not_queued, found)
+    if code is None:
+        return {}
+    members: dict[str, list[str]] = defaultdict(list)  # domain -> queue members
+    payloads: dict[str, str] = {}  # `<domain>\t<member>` -> stored request
+    for field, payload in client.hscan_iter(keys.crawl_requests(*_parts(ref)), count=CHUNK):
+        request_id, domain = field[: crawl_request.ID_DIGITS], field[crawl_request.ID_DIGITS :]
+        members[domain].append(request_id + code)
+        payloads[f"{domain}\t{request_id}{code}"] = payload
+    not_queued = _add_queued(client, sid, members, found)
+    _add_delayed(client, sid, not_queued, payloads, found)
     return dict(found)
 
 
@@ -56,33 +63,31 @@ def _add_queued(
         pipe.zmscore(keys.queue(sid, domain), chunk)
     rest: dict[str, list[str]] = defaultdict(list)
     for (domain, chunk), scores in zip(batches, pipe.execute() if batches else [], strict=True):
-        for request_id, score in zip(chunk, scores, strict=True):
+        for member, score in zip(chunk, scores, strict=True):
             if score is None:
-                rest[domain].append(request_id)
+                rest[domain].append(member)
             else:
                 found[domain].add(int(-score))
     return rest
 
 
-def _add_delayed(client: RedisClient, sid: str, ids: dict[str, list[str]], found: dict[str, DomainPending]) -> None:
+def _add_delayed(
+    client: RedisClient,
+    sid: str,
+    ids: dict[str, list[str]],
+    payloads: dict[str, str],
+    found: dict[str, DomainPending],
+) -> None:
     """Count the ones waiting to retry; their priority is in the stored request."""
-    members = [f"{d}\t{i}" for d, chunk in ids.items() for i in chunk]
+    entries = [f"{d}\t{m}" for d, chunk in ids.items() for m in chunk]
     pipe = client.pipeline(transaction=False)
-    for chunk in _chunks(members):
+    for chunk in _chunks(entries):
         pipe.zmscore(keys.delayed(sid), chunk)
-    delayed: dict[str, list[str]] = defaultdict(list)
-    for chunk, scores in zip(_chunks(members), pipe.execute() if members else [], strict=True):
-        for member, score in zip(chunk, scores, strict=True):
+    for chunk, scores in zip(_chunks(entries), pipe.execute() if entries else [], strict=True):
+        for entry, score in zip(chunk, scores, strict=True):
             if score is not None:
-                domain, _, request_id = member.partition("\t")
-                delayed[domain].append(request_id)
-    batches = [(d, chunk) for d, waiting in delayed.items() for chunk in _chunks(waiting)]
-    for domain, chunk in batches:
-        pipe.hmget(keys.payloads(sid, domain), chunk)
-    for (domain, _chunk), payloads in zip(batches, pipe.execute() if batches else [], strict=True):
-        for payload in payloads:
-            if payload:
-                found[domain].add(int(crawl_request.decode(payload).get("priority", 1)))
+                domain = entry.partition("\t")[0]
+                found[domain].add(int(crawl_request.decode(payloads[entry]).get("priority", 1)))
 
 
 def progress_view(client: RedisClient, ref: CrawlRef) -> dict[str, Any]:

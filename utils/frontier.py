@@ -85,7 +85,7 @@ class Lease:
 
     spiderid: str
     domain: str
-    request_id: str  # the queue member: 16 hex digits
+    request_id: str  # the queue member: 16 hex digits of request id, then its crawl's code
     record: dict[str, Any]
 
     @property
@@ -347,10 +347,13 @@ class Frontier:
 def _popped(spiderid: str, flat: list[Any]) -> Popped:
     wait_ms, denied = int(flat[0]), int(flat[1])
     leases = []
-    for i in range(2, len(flat), 3):
-        domain, request_id, payload = _text(flat[i]), _text(flat[i + 1]), flat[i + 2]
-        record = crawl_request.decode(payload) if payload else {}
-        leases.append(Lease(spiderid, domain, request_id, record))
+    for i in range(2, len(flat), 4):
+        domain, member, payload, crawl = _text(flat[i]), _text(flat[i + 1]), flat[i + 2], _text(flat[i + 3])
+        if not (payload and crawl):
+            continue  # a member whose crawl or payload is gone: nothing to crawl; the reaper drops its lease
+        appid, _, crawlid = crawl.partition("\t")
+        record = crawl_request.restore(payload, spiderid, appid, crawlid, member)
+        leases.append(Lease(spiderid, domain, member, record))
     return Popped(leases, None if wait_ms < 0 else wait_ms / 1000, denied)
 
 

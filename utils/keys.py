@@ -12,13 +12,27 @@ SPIDERS = "shoal:spiders"  # SET of spider ids that ever had queued requests
 
 
 def queue(spiderid: str, domain: str) -> str:
-    """ZSET of queued request ids (16 hex digits: server time in µs + counter), score -priority."""
+    """ZSET of queued requests, score -priority. A member is the request id (16 hex digits: server
+    time in µs + a counter, so equal priorities come out oldest first) followed by its crawl's code
+    (`crawl_codes`), which says in which crawl's `requests` hash its payload is."""
     return f"{spiderid}:{domain}:queue"
 
 
-def payloads(spiderid: str, domain: str) -> str:
-    """HASH request id -> stored request JSON, for queued and in-flight requests of a domain."""
-    return f"{spiderid}:{domain}:requests"
+def crawl_requests(spiderid: str, appid: str, crawlid: str) -> str:
+    """HASH `<request id><domain>` -> stored request JSON, for every queued, delayed and in-flight
+    request of one crawl: its payloads and its index at once (O(crawl) info and stop)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:requests"
+
+
+def crawl_codes(spiderid: str) -> str:
+    """HASH `<appid>\t<crawlid>` -> the crawl's short code (hex) in queue members; field `\tseq`
+    is the counter that hands codes out."""
+    return f"{spiderid}:crawl_codes"
+
+
+def crawl_names(spiderid: str) -> str:
+    """HASH code -> `<appid>\t<crawlid>`: the way back from a queue member to its crawl."""
+    return f"{spiderid}:crawl_names"
 
 
 def heads(spiderid: str) -> str:
@@ -27,18 +41,13 @@ def heads(spiderid: str) -> str:
 
 
 def inflight(spiderid: str) -> str:
-    """ZSET `<domain>\\t<request id>` -> lease deadline (unix seconds)."""
+    """ZSET `<domain>\\t<queue member>` -> lease deadline (unix seconds)."""
     return f"{spiderid}:inflight"
 
 
 def dupefilter(spiderid: str, crawlid: str) -> str:
     """SET of 8-byte request fingerprints of one crawl; idle expiry DUPEFILTER_TIMEOUT."""
     return f"{spiderid}:dupefilter:{crawlid}"
-
-
-def crawl_index(spiderid: str, appid: str, crawlid: str) -> str:
-    """SET `<domain>\\t<request id>` of a crawl's queued and in-flight requests (O(crawl) info/stop)."""
-    return f"{spiderid}:crawl:{appid}:{crawlid}:index"
 
 
 def crawl_progress(spiderid: str, appid: str, crawlid: str) -> str:
@@ -106,7 +115,7 @@ def crawl_member(spiderid: str, appid: str, crawlid: str) -> str:
 
 
 def delayed(spiderid: str) -> str:
-    """ZSET `<domain>\\t<request id>` -> not-before time: requests waiting to retry."""
+    """ZSET `<domain>\\t<queue member>` -> not-before time: requests waiting to retry."""
     return f"{spiderid}:delayed"
 
 
@@ -118,6 +127,8 @@ def dead_letters(spiderid: str, appid: str, crawlid: str) -> str:
 def job_marker(origin: str) -> str:
     """String set once per incoming message that became a job, so a replay adds no second job."""
     return f"shoal:job:{origin}"
+
+
 TIMEOUTS = "shoal:timeouts"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> expiry (unix s): crawls with `expires`
 
 

@@ -71,7 +71,7 @@ class CrawlHandler:
         if not domain:
             raise InvalidMessage("invalid crawl request", cause=f"url: no host in {url!r}")
         message["ts"] = batch.ts
-        record = crawl_request.to_record(message, crawl_request.new_request_id(origin.id))
+        record = crawl_request.to_record(message)
         batch.requests.append(self._new_request(message, record, domain, fp, origin))
         if message["expires"]:
             batch.commands.append(self._timeout_command(record, message["expires"]))

@@ -60,14 +60,14 @@ class ReaperMonitor:
         """One reap.lua call: re-queue or dead-letter up to REAPER_BATCH expired leases."""
         flat = self.script(args=[spiderid, self.batch, self.retry_times, self.state_ttl])
         dead = []
-        for i in range(0, len(flat), 4):
-            status, domain, request_id, payload = flat[i : i + 4]
-            request = crawl_request.from_record(crawl_request.decode(payload))
-            request.setdefault("request_id", request_id)
+        for i in range(0, len(flat), 5):
+            status, domain, member, payload, crawl = flat[i : i + 5]
+            appid, _, crawlid = crawl.partition("\t")
+            request = crawl_request.from_record(crawl_request.restore(payload, spiderid, appid, crawlid, member))
             fields = {
                 "spiderid": spiderid,
                 "domain": domain,
-                "request_id": request_id,
+                "request_id": request["request_id"],
                 "url": request.get("url"),
                 "appid": request.get("appid"),
                 "crawlid": request.get("crawlid"),
@@ -79,7 +79,7 @@ class ReaperMonitor:
             else:
                 log.info("Lease expired; request re-queued", extra=fields)
         self._dead_letter(dead)
-        settled = len(flat) // 4
+        settled = len(flat) // 5
         record_leases_reaped(spiderid, settled)
         if dead:
             record_dead_letter("lease_expired", len(dead))

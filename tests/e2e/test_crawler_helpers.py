@@ -21,8 +21,8 @@ from utils.fingerprint import fingerprint
 from utils.frontier import Frontier, NewRequest
 
 
-def seed(cluster: TestCluster, url: str, **fields: Any) -> str:
-    """Queue one crawl request as the kafka monitor would; returns its request id."""
+def seed(cluster: TestCluster, url: str, **fields: Any) -> None:
+    """Queue one crawl request as the kafka monitor would."""
     message = schemas.validate("crawl", {"url": url, "appid": "testapp", "crawlid": "c1", **fields})
     record = crawl_request.to_record(message)
     entry = NewRequest(
@@ -33,7 +33,6 @@ def seed(cluster: TestCluster, url: str, **fields: Any) -> str:
     )  # fmt: skip
     frontier = Frontier.from_settings(cluster.settings, redis_client(cluster.settings))
     assert frontier.enqueue([entry]) == ["queued"]
-    return str(record["request_id"])
 
 
 def progress(cluster: TestCluster, crawlid: str = "c1", spiderid: str = "link", appid: str = "testapp") -> dict:

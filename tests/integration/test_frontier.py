@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from utils import crawl_request, keys
+from utils import crawl_request, keys, stored_requests
 from utils.fingerprint import fingerprint
 from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy
 
@@ -41,7 +41,7 @@ def test_queue_keys_keep_scrapy_cluster_names_and_scores(frontier: Frontier, red
     assert frontier.enqueue([new("http://a.com/1", "a.com", priority=90)]) == ["queued"]
     ((member, score),) = redis_db.zrange(keys.queue("link", "a.com"), 0, -1, withscores=True)
     assert score == -90
-    stored = crawl_request.decode(redis_db.hget(keys.payloads("link", "a.com"), member))
+    stored = stored_requests.read(redis_db, "link", "a.com", member)
     assert stored["url"] == "http://a.com/1"
     assert redis_db.zscore(keys.heads("link"), "a.com") == -90
     assert redis_db.sismember(keys.SPIDERS, "link")
@@ -98,8 +98,7 @@ def test_pop_leases_and_ack_settles_exactly_once(frontier: Frontier, redis_db: r
     assert frontier.ack([Ack.of(leases[0])]) == ["unknown"]
     counts = progress(redis_db)
     assert (counts["queued"], counts["inflight"], counts["crawled"], counts["failed"]) == (1, 0, 1, 1)
-    assert redis_db.hlen(keys.payloads("link", "a.com")) == 1
-    assert redis_db.scard(keys.crawl_index("link", "app", "c1")) == 1
+    assert redis_db.hlen(keys.crawl_requests("link", "app", "c1")) == 1
 
 
 def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_on_pops(

@@ -20,7 +20,7 @@ from kafka_monitor.monitor import KafkaMonitor
 from tests.support.cluster import TestCluster
 from tests.support.kafka import produce
 from tests.support.services import wait_until
-from utils import crawl_request, keys
+from utils import crawl_request, keys, stored_requests
 from utils.clients import redis_client
 from utils.jobs import Job
 
@@ -67,7 +67,7 @@ def test_the_crawl_example_is_queued_with_defaults_ts_and_expiry(cluster: TestCl
     r = redis_client(cluster.settings)
     ((member, score),) = r.zrange(keys.queue("link", "dmoztools.net"), 0, -1, withscores=True)
     assert score == -90
-    stored = crawl_request.from_record(crawl_request.decode(r.hget(keys.payloads("link", "dmoztools.net"), member)))
+    stored = crawl_request.from_record(stored_requests.read(r, "link", "dmoztools.net", member))
     for field, value in {**request, "spiderid": "link", "domain_max_pages": None, "allowed_domains": None,
                          "allow_regex": None, "deny_regex": None, "deny_extensions": None, "useragent": None,
                          "cookie": None, "attrs": None, "curdepth": 0}.items():  # fmt: skip
@@ -90,7 +90,7 @@ def test_a_crawl_without_expires_or_uuid_sets_no_timeout_and_sends_no_answer(clu
     assert drain(monitor, 1) == 1
     r = redis_client(cluster.settings)
     (member,) = r.zrange(keys.queue("link", "example.com"), 0, -1)
-    assert crawl_request.decode(r.hget(keys.payloads("link", "example.com"), member))["url"] == "http://example.com/a"
+    assert stored_requests.read(r, "link", "example.com", member)["url"] == "http://example.com/a"
     assert r.exists(keys.timeout("link", "testapp", "plain")) == 0
 
 

@@ -23,7 +23,7 @@ from tests.integration.test_kafka_monitor_outage import committed_offsets
 from tests.support.cluster import Component, TestCluster
 from tests.support.kafka import produce
 from tests.support.services import wait_until
-from utils import crawl_request, keys
+from utils import keys, stored_requests
 from utils.clients import ensure_topics, redis_client
 
 pytestmark = pytest.mark.integration
@@ -121,10 +121,9 @@ def test_two_monitors_share_a_burst_and_a_killed_ones_batch_is_replayed_once(clu
     assert enqueued(cluster) == MESSAGES  # nothing counted twice
     urls, ids = [], set()
     for domain in DOMAINS:
-        members = r.zrange(keys.queue("link", domain), 0, -1)
-        payloads = r.hmget(keys.payloads("link", domain), members) if members else []
-        for payload in payloads:
-            record = crawl_request.decode(payload)
+        for member in r.zrange(keys.queue("link", domain), 0, -1):
+            record = stored_requests.read(r, "link", domain, member)
+            assert record is not None
             urls.append(record["url"])
             ids.add(record["request_id"])
     assert len(urls) == MESSAGES  # nothing queued twice

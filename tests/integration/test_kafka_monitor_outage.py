@@ -17,7 +17,7 @@ from kafka_monitor.monitor import KafkaMonitor
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader
 from tests.support.services import wait_until
-from utils import crawl_request, keys
+from utils import keys, stored_requests
 from utils.clients import ensure_topics, redis_client
 from utils.services import start_local_services
 
@@ -89,7 +89,7 @@ def test_redis_outage_holds_the_batch_and_resumes_without_loss_or_reordering(
 
             r = redis_client(settings)
             members = r.zrange(keys.queue("link", "shop.com"), 0, -1)
-            urls = [crawl_request.decode(r.hget(keys.payloads("link", "shop.com"), m))["url"] for m in members]
+            urls = [stored_requests.read(r, "link", "shop.com", m)["url"] for m in members]
             assert urls == [c["url"] for c in crawls]  # all of them, once each, in the topic's order
             acks = outbound.wait_for(lambda got: len(got) >= 8, timeout=15)
             assert sorted(a["uuid"] for a in acks) == sorted(c["uuid"] for c in crawls)

@@ -16,7 +16,7 @@ from tests.integration.test_redis_monitor_helpers import (
     seed,
 )
 from tests.support.cluster import TestCluster
-from utils import crawl_request, keys
+from utils import crawl_request, keys, stored_requests
 from utils.clients import redis_client
 from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy
 
@@ -41,11 +41,12 @@ def info(crawlid: str | None = None, uuid: str | None = None) -> dict:
 
 def delay_lowest(r, domain: str, priority: int) -> None:
     """Move a domain's last request to the delayed set with a new priority (retry.lua's layout)."""
-    ((request_id, _),) = r.zrange(keys.queue("link", domain), -1, -1, withscores=True)
-    record = crawl_request.decode(r.hget(keys.payloads("link", domain), request_id))
-    r.zrem(keys.queue("link", domain), request_id)
-    r.zadd(keys.delayed("link"), {f"{domain}\t{request_id}": time.time() + 60})
-    r.hset(keys.payloads("link", domain), request_id, crawl_request.encode({**record, "priority": priority}))
+    ((member, _),) = r.zrange(keys.queue("link", domain), -1, -1, withscores=True)
+    record = stored_requests.read(r, "link", domain, member)
+    r.zrem(keys.queue("link", domain), member)
+    r.zadd(keys.delayed("link"), {f"{domain}\t{member}": time.time() + 60})
+    requests = keys.crawl_requests("link", record["appid"], record["crawlid"])
+    r.hset(requests, member[:16] + domain, crawl_request.encode({**record, "priority": priority}))
     progress = keys.crawl_progress("link", record["appid"], record["crawlid"])
     r.hincrby(progress, "queued", -1)
     r.hincrby(progress, "retrying", 1)
@@ -123,14 +124,13 @@ def test_stop_purges_exactly_the_crawls_requests_and_refuses_its_children(cluste
     assert set(answer) == {"action", "spiderid", "appid", "crawlid", "total_purged", "uuid", "server_time"}
     assert (answer["action"], answer["total_purged"]) == ("stop", 5)  # 3 queued, 1 delayed, 1 in flight
     assert r.zcard(keys.inflight("link")) == r.zcard(keys.delayed("link")) == 0
-    assert r.exists(keys.crawl_index("link", "testapp", "ABC123")) == 0
-    assert r.hlen(keys.payloads("link", "b.org")) == 0
+    assert r.exists(keys.crawl_requests("link", "testapp", "ABC123")) == 0
     assert r.exists(keys.queue("link", "b.org")) == 0
     assert r.zscore(keys.heads("link"), "b.org") is None
     ((left, score),) = r.zrange(keys.queue("link", "a.com"), 0, -1, withscores=True)  # a domain both share
     assert score == -5.0
-    assert crawl_request.decode(r.hget(keys.payloads("link", "a.com"), left))["crawlid"] == "other"
-    assert r.scard(keys.crawl_index("link", "testapp", "other")) == 3
+    assert stored_requests.read(r, "link", "a.com", left)["crawlid"] == "other"
+    assert r.hlen(keys.crawl_requests("link", "testapp", "other")) == 3
     assert r.exists(keys.timeout("link", "testapp", "ABC123")) == 0
     until = r.zscore(keys.stopped("link"), "testapp||ABC123")
     assert 3500 < until - time.time() <= 3600
@@ -174,8 +174,8 @@ def test_an_expired_crawl_is_purged_and_announced_once(cluster, frontier, topic_
     assert [m for m in outbound.messages if m.get("action") == "expired"] == [answer]
     assert answer == {"action": "expired", "appid": "testapp", "crawlid": "other", "spiderid": "link",
                       "total_expired": 3, "server_time": answer["server_time"]}  # fmt: skip
-    assert r.scard(keys.crawl_index("link", "testapp", "other")) == 0
-    assert r.scard(keys.crawl_index("link", "testapp", "ABC123")) == 5
+    assert r.hlen(keys.crawl_requests("link", "testapp", "other")) == 0
+    assert r.hlen(keys.crawl_requests("link", "testapp", "ABC123")) == 5
     assert r.hget(keys.crawl_progress("link", "testapp", "other"), "dropped_expired") == "3"
     assert r.zscore(keys.stopped("link"), "testapp||other") is not None
 

@@ -31,8 +31,8 @@ def queue_one(frontier: Frontier, crawlid: str, url: str = "http://a.com/page") 
 
 
 def stored(frontier: Frontier) -> dict:
-    ((request_id, _),) = frontier.client.zrange(keys.queue("link", "a.com"), 0, -1, withscores=True)
-    return crawl_request.decode(frontier.client.hget(keys.payloads("link", "a.com"), request_id))
+    ((member, _),) = frontier.client.zrange(keys.queue("link", "a.com"), 0, -1, withscores=True)
+    return crawl_request.decode(frontier.client.hget(keys.crawl_requests("link", "app", "r1"), member[:16] + "a.com"))
 
 
 def progress(frontier: Frontier, crawlid: str) -> dict[str, str]:
@@ -69,14 +69,13 @@ def test_expired_leases_are_requeued_then_dead_lettered_after_retry_times(
             assert r.zscore(keys.queue("link", "a.com"), lease.request_id) == -7
             counts = progress(frontier, "r1")
             assert (counts["queued"], counts["inflight"], counts["reaped"]) == ("1", "0", str(attempt))
-            assert r.scard(keys.crawl_index("link", "app", "r1")) == 1
+            assert r.hlen(keys.crawl_requests("link", "app", "r1")) == 1
         (lease,) = frontier.pop("link", 1, OPEN).leases
         drive(monitor, lambda: progress(frontier, "r1").get("dead") == "1")
         (page,) = pages.wait_for(lambda got: len(got) >= 1, timeout=15)
         (letter,) = letters.wait_for(lambda got: len(got) >= 1, timeout=15)
         finished = drive(monitor, lambda: finished_in(outbound))
-    assert r.exists(keys.crawl_index("link", "app", "r1")) == 0
-    assert r.hlen(keys.payloads("link", "a.com")) == 0
+    assert r.exists(keys.crawl_requests("link", "app", "r1")) == 0
     assert (page["success"], page["url"], page["attempt"], page["attrs"]) == (False, "http://a.com/page", 2, ATTRS)
     assert "lease expired 3 times" in page["exception"]
     assert (page["appid"], page["crawlid"], page["request_id"]) == ("app", "r1", lease.record["request_id"])
@@ -139,7 +138,7 @@ def test_dead_letters_are_listed_replayed_and_purged(cluster: TestCluster, front
     with running_monitor(cluster, **FAST) as monitor:
         listed = action("dead-letters")
         replayed = action("replay-dead-letters")
-        requeued = r.hgetall(keys.payloads("link", "b.com"))
+        requeued = r.hgetall(keys.crawl_requests("link", "app", "d1"))
         dead_letters.store(r, dead_letters.record({"url": "http://b.com/x", "appid": "app", "crawlid": "d1",
                                                    "spiderid": "link"}, "boom", None, 1, "crawler"))  # fmt: skip
         purged = action("purge-dead-letters")

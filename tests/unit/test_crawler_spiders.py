@@ -97,7 +97,9 @@ def test_meta_passthrough_fills_only_what_a_child_does_not_set() -> None:
 
 def lease_of(**fields) -> Lease:
     record = crawl_request.to_record({"appid": "app", "crawlid": "c1", "spiderid": "link", "priority": 7, **fields})
-    return Lease("link", "a.com", record["request_id"], record)
+    member = "0005e4a1b2c3d0001"  # a 16-digit request id, then crawl code 1
+    stored = crawl_request.encode(record)
+    return Lease("link", "a.com", member, crawl_request.restore(stored, "link", "app", "c1", member))
 
 
 def test_a_seed_keeps_its_method_headers_body_proxy_cookie_and_useragent() -> None:
@@ -112,7 +114,7 @@ def test_a_seed_keeps_its_method_headers_body_proxy_cookie_and_useragent() -> No
     assert request.cookies == {"session": "abc", "theme": "dark"}
     assert request.meta["proxy"] == "http://127.0.0.1:3128"
     assert request.meta[LEASE] is lease
-    assert request.meta["request_id"] == lease.request_id
+    assert request.meta["request_id"] == lease.request_id[:16]
     assert request.errback is not None
 
 

@@ -67,13 +67,12 @@ def test_a_re_ranked_plugin_is_tried_first() -> None:
     assert reranked.stat_names[0] == "ZookeeperHandler"
 
 
-def test_a_crawl_request_becomes_one_stored_request_with_defaults_and_ts() -> None:
+def test_a_crawl_request_becomes_one_stored_request_with_defaults() -> None:
     batch = run(CRAWL)
     (request,) = batch.requests
     record = crawl_request.from_record(crawl_request.decode(request.payload))
     assert (request.spiderid, request.domain, request.priority) == ("link", "dmoztools.net", 90)
     assert record["maxdepth"] == 2 and record["spiderid"] == "link" and record["expires"] == 0  # noqa: PT018
-    assert record["ts"] == batch.ts
     assert request.offset == 0 and request.seed and request.fingerprint  # noqa: PT018
     assert batch.handled == {"ScraperHandler": 1} and not batch.answers and not batch.commands  # noqa: PT018
 
@@ -85,9 +84,11 @@ def test_a_crawl_request_with_uuid_is_acknowledged_and_expires_adds_the_timeout_
     assert len(batch.commands) == 1  # the timeout key
 
 
-def test_a_replayed_message_gets_the_same_request_id() -> None:
-    first, again = run(CRAWL).requests[0], run(CRAWL).requests[0]
-    assert crawl_request.decode(first.payload)["request_id"] == crawl_request.decode(again.payload)["request_id"]
+def test_the_stored_request_leaves_out_what_the_frontier_keys_say() -> None:
+    (entry,) = run(CRAWL).requests
+    stored = crawl_request.decode(entry.payload)
+    assert not set(stored) & crawl_request.KEPT_BY_KEYS  # crawl, request id and ts: named by keys
+    assert (entry.appid, entry.crawlid, entry.spiderid, stored["url"]) == ("testapp", "abc123", "link", CRAWL["url"])
 
 
 @pytest.mark.parametrize(("message", "plugin"), [(INFO, "ActionHandler"), (STATS, "StatsHandler"),

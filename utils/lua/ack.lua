@@ -2,7 +2,7 @@
 --
 -- KEYS: none (single Redis node; keys follow utils/keys.py).
 -- ARGV[1] crawl state idle TTL (s)
--- then one group of 6 values per request: spiderid, domain, request id, appid, crawlid, outcome
+-- then one group of 6 values per request: spiderid, domain, queue member, appid, crawlid, outcome
 --   (outcome = the progress counter to count it under: crawled, failed, dead, dropped_robots, ...).
 -- Returns one status per request: 'acked', or 'unknown' when the request was already settled
 -- or purged (a duplicate ack after a lease was re-queued counts nothing twice).
@@ -27,9 +27,9 @@ for i = 2, #ARGV, NF do
   local was_inflight = redis.call('ZREM', sid .. ':inflight', entry)
   local was_queued = redis.call('ZREM', sid .. ':' .. d .. ':queue', m)
   local was_delayed = redis.call('ZREM', sid .. ':delayed', entry)
-  redis.call('HDEL', sid .. ':' .. d .. ':requests', m)
-  redis.call('SREM', sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':index', entry)
-  local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
+  local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
+  redis.call('HDEL', crawl .. ':requests', string.sub(m, 1, 16) .. d)
+  local progress = crawl .. ':progress'
   if was_inflight == 1 or was_queued == 1 or was_delayed == 1 then
     if was_inflight == 1 then redis.call('HINCRBY', progress, 'inflight', -1) end
     if was_queued == 1 then redis.call('HINCRBY', progress, 'queued', -1) end

@@ -14,8 +14,9 @@
 --   payload (the stored request JSON), expires (unix s, '0' = never),
 --   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist').
 -- Returns one status per request: queued | duplicate | page_limit | blacklist | expired | replayed.
--- Queue members are 16 hex digits (server time in µs + a counter) so that equal priorities
--- come out oldest first; the payload lives in the domain's requests hash under that id.
+-- A queue member is the request id, 16 hex digits (server time in µs + a counter) so that equal
+-- priorities come out oldest first, then its crawl's code; the payload lives in the crawl's
+-- requests hash under `<id><domain>`, which is also the crawl's index for info and stop.
 -- The page counters count admitted requests; ack.lua gives the slot back when an admitted request
 -- ends without a page, so domain_max_pages = N yields N crawled pages.
 
@@ -100,19 +101,34 @@ local function filter(i)
   return 'queued'
 end
 
+-- A crawl's code: a few hex digits, handed out once per spider and crawl, that queue members
+-- carry to name the crawl whose requests hash holds their payload.
+local codes = {}
+local function crawl_code(sid, appid, crawlid)
+  local name = appid .. '\t' .. crawlid
+  local cached = codes[sid .. '\t' .. name]
+  if cached then return cached end
+  local code = redis.call('HGET', sid .. ':crawl_codes', name)
+  if not code then
+    code = string.format('%x', redis.call('HINCRBY', sid .. ':crawl_codes', '\tseq', 1))
+    redis.call('HSET', sid .. ':crawl_codes', name, code)
+    redis.call('HSET', sid .. ':crawl_names', code, name)
+  end
+  codes[sid .. '\t' .. name] = code
+  return code
+end
+
 local function push(sid, domain, prio, appid, crawlid, payload)
   local queue = sid .. ':' .. domain .. ':queue'
+  local code = crawl_code(sid, appid, crawlid)
   local score = -tonumber(prio)
-  local member
+  local id
   repeat
-    member = string.format('%013x%03x', now_us, counter % 4096)
+    id = string.format('%013x%03x', now_us, counter % 4096)
     counter = counter + 1
-  until redis.call('ZADD', queue, 'NX', score, member) == 1
-  redis.call('HSET', sid .. ':' .. domain .. ':requests', member, payload)
+  until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
+  redis.call('HSET', sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':requests', id .. domain, payload)
   redis.call('ZADD', sid .. ':heads', 'LT', score, domain)
-  local index = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':index'
-  redis.call('SADD', index, domain .. '\t' .. member)
-  redis.call('EXPIRE', index, state_ttl)
   redis.call('SADD', 'shoal:spiders', sid)
   redis.call('ZADD', 'shoal:crawls', now, sid .. '\t' .. appid .. '\t' .. crawlid)
 end

@@ -3,7 +3,7 @@
 --
 -- KEYS: none (single Redis node; keys follow utils/keys.py).
 -- ARGV[1] spiderid   ARGV[2] lease seconds from now
--- then the in-flight members `<domain>\t<request id>` to extend.
+-- then the in-flight members `<domain>\t<queue member>` to extend.
 -- Returns the members that were no longer in flight (reaped: another copy runs now).
 -- Only existing members are touched (ZADD XX), so a lease the reaper took is never revived.
 

@@ -10,7 +10,8 @@
 -- ARGV[11] crawl state idle TTL (s)   ARGV[12] most due retries to move back into queues per call
 -- Returns a flat array: the milliseconds until a throttled domain with queued requests is next
 -- allowed (-1 = none is waiting on its throttle), how many domains with work their throttle held
--- back, then domain, request id, payload for each lease.
+-- back, then domain, queue member, payload and crawl (`<appid>\t<crawlid>`, '' if unknown) for
+-- each lease.
 -- Priority is global: among every domain whose throttle allows a request now, the best score
 -- wins, ties go to the oldest request id. A throttle hit is spent only for a request handed out.
 -- Each leased request moves into <spiderid>:inflight scored by its lease deadline.
@@ -115,6 +116,24 @@ local function best_ready()
   return best_d, best_m
 end
 
+-- The crawl a queue member belongs to: its code (after the 16-digit id) names it.
+local names = {}
+local function crawl_of(m)
+  local code = string.sub(m, 17)
+  local name = names[code]
+  if name == nil then
+    name = redis.call('HGET', sid .. ':crawl_names', code) or false
+    names[code] = name
+  end
+  if not name then return nil, nil end
+  local tab = string.find(name, '\t', 1, true)
+  return name, sid .. ':crawl:' .. string.sub(name, 1, tab - 1) .. ':' .. string.sub(name, tab + 1)
+end
+
+local function count(crawl, field, n)
+  redis.call('HINCRBY', crawl .. ':progress', field, n)
+end
+
 local function lease_one(d, m)
   local queue = sid .. ':' .. d .. ':queue'
   redis.call('ZREM', queue, m)
@@ -123,17 +142,12 @@ local function lease_one(d, m)
   spend_hit(d, m)
   allowed[d] = nil
   redis.call('ZADD', inflight, now + lease, d .. '\t' .. m)
-  local payload = redis.call('HGET', sid .. ':' .. d .. ':requests', m) or ''
-  if payload ~= '' then
-    local ok, req = pcall(cjson.decode, payload)
-    if ok and req.appid and req.crawlid then
-      local progress = sid .. ':crawl:' .. req.appid .. ':' .. req.crawlid .. ':progress'
-      redis.call('HINCRBY', progress, 'queued', -1)
-      redis.call('HINCRBY', progress, 'inflight', 1)
-      redis.call('EXPIRE', progress, state_ttl)
-    end
-  end
-  return payload
+  local name, crawl = crawl_of(m)
+  if not name then return '', '' end
+  count(crawl, 'queued', -1)
+  count(crawl, 'inflight', 1)
+  redis.call('EXPIRE', crawl .. ':progress', state_ttl)
+  return redis.call('HGET', crawl .. ':requests', string.sub(m, 1, 16) .. d) or '', name
 end
 
 -- Due retries go back into their queues, scored by their (lowered) priority; the earliest one
@@ -145,18 +159,16 @@ local function promote_due()
     redis.call('ZREM', delayed, entry)
     local tab = string.find(entry, '\t', 1, true)
     local d, m = string.sub(entry, 1, tab - 1), string.sub(entry, tab + 1)
-    local payload = redis.call('HGET', sid .. ':' .. d .. ':requests', m)
+    local name, crawl = crawl_of(m)
+    local payload = name and redis.call('HGET', crawl .. ':requests', string.sub(m, 1, 16) .. d)
     if payload then
       local ok, req = pcall(cjson.decode, payload)
       local score = -((ok and tonumber(req.priority)) or 1)
       redis.call('ZADD', sid .. ':' .. d .. ':queue', score, m)
       redis.call('ZADD', heads, 'LT', score, d)
-      if ok and req.appid and req.crawlid then
-        local progress = sid .. ':crawl:' .. req.appid .. ':' .. req.crawlid .. ':progress'
-        redis.call('HINCRBY', progress, 'retrying', -1)
-        redis.call('HINCRBY', progress, 'queued', 1)
-        redis.call('EXPIRE', progress, state_ttl)
-      end
+      count(crawl, 'retrying', -1)
+      count(crawl, 'queued', 1)
+      redis.call('EXPIRE', crawl .. ':progress', state_ttl)
     end
   end
   local waiting = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
@@ -168,10 +180,11 @@ local out = {0, 0}
 for _ = 1, max_items do
   local d, m = best_ready()
   if not d then break end
-  local payload = lease_one(d, m)
+  local payload, name = lease_one(d, m)
   out[#out + 1] = d
   out[#out + 1] = m
   out[#out + 1] = payload
+  out[#out + 1] = name
 end
 if next_ready >= 0 then out[1] = math.max(0, math.ceil((next_ready - now) * 1000)) else out[1] = -1 end
 out[2] = denied

@@ -1,4 +1,4 @@
--- purge.lua: take a stopped or expired crawl out of the frontier, one chunk of its index per call.
+-- purge.lua: take a stopped or expired crawl out of the frontier, one chunk of its requests per call.
 --
 -- KEYS: none (single Redis node; keys follow utils/keys.py).
 -- ARGV[1] spiderid   ARGV[2] appid   ARGV[3] crawlid
@@ -6,10 +6,11 @@
 -- ARGV[5] '1' = the first call of an expiry: go on only if the crawl's timeout key holds a time
 --         that has passed, and delete it (so exactly one monitor expires a crawl); '0' = no check
 -- ARGV[6] seconds the crawl's new children are refused (its <sid>:blacklist entry; then reusable)
--- ARGV[7] crawl state idle TTL (s)   ARGV[8] most index entries to take in this call
--- Removes each indexed request wherever it is (queue, delayed set, in flight) with its payload,
+-- ARGV[7] crawl state idle TTL (s)   ARGV[8] most requests to take in this call
+-- Removes each of the crawl's requests (its requests hash is its index) wherever it is (queue,
+-- delayed set, in flight) with its payload,
 -- so its spider's later ack finds nothing ('unknown') and counts nothing twice.
--- Returns {purged, left}: requests removed by this call and index entries still left (call
+-- Returns {purged, left}: requests removed by this call and requests still left (call
 -- again while left > 0); {-1, 0} when the expiry check found nothing due.
 
 local sid, appid, crawlid, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -31,26 +32,29 @@ redis.call('ZADD', blacklist, now + ttl, appid .. '||' .. crawlid)
 
 local queued, inflight, delayed, purged = 0, 0, 0, 0
 local touched = {}
-for _, entry in ipairs(redis.call('SPOP', crawl .. ':index', limit)) do
-  local tab = string.find(entry, '\t', 1, true)
-  if tab then
-    local d, id = string.sub(entry, 1, tab - 1), string.sub(entry, tab + 1)
-    local q = redis.call('ZREM', sid .. ':' .. d .. ':queue', id)
-    local f = redis.call('ZREM', sid .. ':inflight', entry)
-    local w = redis.call('ZREM', sid .. ':delayed', entry)
-    redis.call('HDEL', sid .. ':' .. d .. ':requests', id)
-    queued, inflight, delayed = queued + q, inflight + f, delayed + w
-    if q + f + w > 0 then purged = purged + 1 end
-    if q == 1 then touched[d] = true end
-  end
+local requests = crawl .. ':requests'
+local code = redis.call('HGET', sid .. ':crawl_codes', appid .. '\t' .. crawlid)
+local fields = code and redis.call('HRANDFIELD', requests, limit) or {}
+for _, field in ipairs(fields) do
+  local id, d = string.sub(field, 1, 16), string.sub(field, 17)
+  local m = id .. code
+  local entry = d .. '\t' .. m
+  local q = redis.call('ZREM', sid .. ':' .. d .. ':queue', m)
+  local f = redis.call('ZREM', sid .. ':inflight', entry)
+  local w = redis.call('ZREM', sid .. ':delayed', entry)
+  redis.call('HDEL', requests, field)
+  queued, inflight, delayed = queued + q, inflight + f, delayed + w
+  if q + f + w > 0 then purged = purged + 1 end
+  if q == 1 then touched[d] = true end
 end
+if not code then redis.call('DEL', requests) end  -- payloads no queue member can point at
 -- Keep each touched domain's head exact (or gone), so queue stats and pops see no phantom work.
 for d in pairs(touched) do
   local head = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 0, 'WITHSCORES')
   if #head == 0 then redis.call('ZREM', sid .. ':heads', d) else redis.call('ZADD', sid .. ':heads', head[2], d) end
 end
 
-local left = redis.call('SCARD', crawl .. ':index')
+local left = redis.call('HLEN', requests)
 local progress = crawl .. ':progress'
 if redis.call('EXISTS', progress) == 1 then
   redis.call('HINCRBY', progress, 'queued', 0 - queued)

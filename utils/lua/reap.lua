@@ -6,10 +6,10 @@
 -- spider that took it died or hung. The stored request's "attempt" counts its retries so far:
 -- below RETRY_TIMES the request goes back to its domain queue under its own id (it keeps its
 -- place among equal priorities) with attempt + 1 (progress inflight - 1, queued + 1, reaped + 1);
--- at RETRY_TIMES it is dead: payload and index entry removed (progress inflight - 1, dead + 1),
+-- at RETRY_TIMES it is dead: its payload removed (progress inflight - 1, dead + 1),
 -- and the caller writes its dead-letter record and failure page.
--- Returns 4 values per settled lease: 'requeued' or 'dead', domain, request id, and the stored
--- request JSON (as re-queued, or as it was when it died).
+-- Returns 5 values per settled lease: 'requeued' or 'dead', domain, queue member, the stored
+-- request JSON (as re-queued, or as it was when it died) and its crawl `<appid>\t<crawlid>`.
 
 local sid, limit, retry_times, state_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local t = redis.call('TIME')
@@ -32,56 +32,58 @@ local function with_attempt(payload, has_top, n)
   return body .. ',"attempt":' .. n .. '}'
 end
 
-local function count(progress, field, n)
-  if progress then redis.call('HINCRBY', progress, field, n) end
+local names = {}
+local function crawl_of(m)  -- the crawl named by the member's code, or nil
+  local code = string.sub(m, 17)
+  if names[code] == nil then names[code] = redis.call('HGET', sid .. ':crawl_names', code) or false end
+  return names[code] or nil
 end
 
 local out = {}
 for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, limit)) do
   redis.call('ZREM', inflight, entry)
   local tab = string.find(entry, '\t', 1, true)
-  local d, id = string.sub(entry, 1, (tab or 1) - 1), string.sub(entry, (tab or 0) + 1)
-  local hash = sid .. ':' .. d .. ':requests'
-  local payload = tab and redis.call('HGET', hash, id)
+  local d, m = string.sub(entry, 1, (tab or 1) - 1), string.sub(entry, (tab or 0) + 1)
+  local name = tab and crawl_of(m)
+  local appid, crawlid, crawl, payload
+  if name then
+    local sep = string.find(name, '\t', 1, true)
+    appid, crawlid = string.sub(name, 1, sep - 1), string.sub(name, sep + 1)
+    crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
+    payload = redis.call('HGET', crawl .. ':requests', string.sub(m, 1, 16) .. d)
+  end
   if payload then
+    local field = string.sub(m, 1, 16) .. d
+    local progress = crawl .. ':progress'
     local ok, req = pcall(cjson.decode, payload)
     if not ok or type(req) ~= 'table' then req = {} end
     local attempt = tonumber(req.attempt) or 0
-    local progress
-    if req.appid and req.crawlid then
-      progress = sid .. ':crawl:' .. tostring(req.appid) .. ':' .. tostring(req.crawlid)
-    end
     if attempt >= retry_times then
-      redis.call('HDEL', hash, id)
-      if progress then redis.call('SREM', progress .. ':index', entry) end
-      if req.crawlid then  -- a request that ends without a page gives its page-limit slot back (as ack.lua)
-        for _, key in ipairs({sid .. ':domain_max_page_filter:' .. d .. ':' .. tostring(req.crawlid),
-                              sid .. ':global_page_count_filter:' .. d .. ':' .. tostring(req.crawlid)}) do
-          if tonumber(redis.call('GET', key) or '0') > 0 then redis.call('DECR', key) end
-        end
+      redis.call('HDEL', crawl .. ':requests', field)
+      -- a request that ends without a page gives its page-limit slot back (as ack.lua)
+      for _, key in ipairs({sid .. ':domain_max_page_filter:' .. d .. ':' .. crawlid,
+                            sid .. ':global_page_count_filter:' .. d .. ':' .. crawlid}) do
+        if tonumber(redis.call('GET', key) or '0') > 0 then redis.call('DECR', key) end
       end
-      if progress then progress = progress .. ':progress' end
-      count(progress, 'dead', 1)
+      redis.call('HINCRBY', progress, 'dead', 1)
       out[#out + 1] = 'dead'
     else
       payload = with_attempt(payload, req.attempt ~= nil, attempt + 1)
-      redis.call('HSET', hash, id, payload)
+      redis.call('HSET', crawl .. ':requests', field, payload)
       local score = -(tonumber(req.priority) or 1)
-      redis.call('ZADD', sid .. ':' .. d .. ':queue', score, id)
+      redis.call('ZADD', sid .. ':' .. d .. ':queue', score, m)
       redis.call('ZADD', sid .. ':heads', 'LT', score, d)
-      if progress then progress = progress .. ':progress' end
-      count(progress, 'queued', 1)
-      count(progress, 'reaped', 1)
+      redis.call('HINCRBY', progress, 'queued', 1)
+      redis.call('HINCRBY', progress, 'reaped', 1)
       out[#out + 1] = 'requeued'
     end
-    count(progress, 'inflight', -1)
-    if progress then
-      redis.call('HSET', progress, 'updated', tostring(now))
-      redis.call('EXPIRE', progress, state_ttl)
-    end
+    redis.call('HINCRBY', progress, 'inflight', -1)
+    redis.call('HSET', progress, 'updated', tostring(now))
+    redis.call('EXPIRE', progress, state_ttl)
     out[#out + 1] = d
-    out[#out + 1] = id
+    out[#out + 1] = m
     out[#out + 1] = payload
+    out[#out + 1] = name
   end
 end
 return out

@@ -2,7 +2,7 @@
 --
 -- KEYS: none (single Redis node; keys follow utils/keys.py).
 -- ARGV[1] crawl state idle TTL (s)
--- then one group of 6 values per request: spiderid, domain, request id, appid, crawlid,
+-- then one group of 6 values per request: spiderid, domain, queue member, appid, crawlid,
 --   queue score (-priority).
 -- Returns one status per request: 'released', or 'unknown' when the lease was no longer held.
 -- The attempt is not counted: the request was never tried.

@@ -3,7 +3,7 @@
 -- KEYS: none (single Redis node; keys follow utils/keys.py).
 -- ARGV[1] crawl state idle TTL (s)
 -- then one group of 9 values per request:
---   spiderid, domain, request id, appid, crawlid,
+--   spiderid, domain, queue member, appid, crawlid,
 --   delay (s until the retry may be popped), payload (the stored request with its new attempt and
 --   lowered priority), throttle key to hold back ('' = none) and for how long (s; Retry-After).
 -- Returns one status per request: 'delayed', or 'unknown' when the lease was no longer held
@@ -32,9 +32,10 @@ for i = 2, #ARGV, NF do
   hold_back(ARGV[i + 7], tonumber(ARGV[i + 8]))
   local entry = d .. '\t' .. m
   if redis.call('ZREM', sid .. ':inflight', entry) == 1 then
-    redis.call('HSET', sid .. ':' .. d .. ':requests', m, payload)
+    local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
+    redis.call('HSET', crawl .. ':requests', string.sub(m, 1, 16) .. d, payload)
     redis.call('ZADD', sid .. ':delayed', now + delay, entry)
-    local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
+    local progress = crawl .. ':progress'
     redis.call('HINCRBY', progress, 'inflight', -1)
     redis.call('HINCRBY', progress, 'retrying', 1)
     redis.call('HSET', progress, 'updated', t[1])

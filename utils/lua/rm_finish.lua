@@ -6,7 +6,20 @@
 -- the HSETNX of `finished` happen in one call, so no enqueue slips in between and exactly one
 -- redis monitor announces it.
 -- Returns one status per crawl: 'finished' (marked now: announce it), 'done' (marked before),
--- 'open' (work left) or 'gone' (its progress expired: drop it from shoal:crawls).
+-- 'open' (work left) or 'gone' (its progress expired: drop it from shoal:crawls; its code is
+-- forgotten).
+
+-- A crawl with no request left in the frontier no longer needs its code (enqueue.lua hands out a
+-- new one if the crawl ever queues again).
+local function forget_code(sid, appid, crawlid)
+  if redis.call('EXISTS', sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':requests') == 1 then return end
+  local name = appid .. '\t' .. crawlid
+  local code = redis.call('HGET', sid .. ':crawl_codes', name)
+  if code then
+    redis.call('HDEL', sid .. ':crawl_codes', name)
+    redis.call('HDEL', sid .. ':crawl_names', code)
+  end
+end
 
 local out = {}
 for i = 1, #ARGV, 3 do
@@ -15,6 +28,7 @@ for i = 1, #ARGV, 3 do
   local status = 'open'
   if redis.call('EXISTS', progress) == 0 then
     status = 'gone'
+    forget_code(ARGV[i], ARGV[i + 1], ARGV[i + 2])
   elseif v[5] then
     status = 'done'
   elseif (tonumber(v[4]) or 0) > 0

@@ -17,11 +17,11 @@ def header_dict(headers: Headers) -> dict[str, list[str]]:
     return {name.decode("latin-1"): [value.decode("latin-1") for value in values] for name, values in headers.items()}
 
 
+_PHRASES = {status.value: status.phrase for status in HTTPStatus}
+
+
 def status_message(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return ""
+    return _PHRASES.get(status, "")
 
 
 def page_message(response: Response, base64_bodies: bool = False) -> dict[str, Any]:

@@ -7,6 +7,9 @@ lease is settled, so a crash in between leaves the lease to the reaper instead o
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import ujson
@@ -17,6 +20,7 @@ from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
 from crawler.page import timestamp
 from crawler.signals import lease_settled
 from utils.clients import kafka_producer
+from utils.log import PER_PAGE
 from utils.metrics import record_dead_letter, record_produced, set_dependency_up
 from utils.settings import Settings
 
@@ -35,15 +39,72 @@ def dead_letter_reason(letter: dict[str, Any]) -> str:
     return str(letter.get("error") or "error").split(":", 1)[0]
 
 
-def _log_emit(item: dict[str, Any]) -> None:
-    """Scrapy Cluster's per-page "Scraped page" event (ELK dashboards count it): 18 µs a page,
-    0.5 % of a page's 3.4 ms of crawler CPU (measured, bench/results/crawl_vs_scrapy.json)."""
-    log.info(
-        "Scraped page",
-        extra={"url": item["url"], "appid": item.get("appid"), "crawlid": item.get("crawlid"),
-               "spiderid": item.get("spiderid"), "status_code": item.get("status_code"),
-               "request_id": item.get("request_id"), "action": "emit", "success": item.get("success", True)},
-    )  # fmt: skip
+def _page_event(message: str, item: dict[str, Any], action: str) -> None:
+    """Scrapy Cluster's per-page events ("Scraped page"/emit, "Sent page to Kafka"/ack; ELK
+    dashboards count them). Successful pages' lines may wait in the log buffer (utils.log.PER_PAGE)."""
+    success = item.get("success", True)
+    extra = {"url": item["url"], "appid": item.get("appid"), "crawlid": item.get("crawlid"),
+             "spiderid": item.get("spiderid"), "status_code": item.get("status_code"), "action": action,
+             "success": success}  # fmt: skip
+    if action == "emit":
+        extra["request_id"] = item.get("request_id")
+    if success:
+        extra.update(PER_PAGE)
+    log.info(message, extra=extra)
+
+
+class Deliveries:
+    """Broker confirmations, handed from kafka-python's sender thread to the reactor in batches.
+
+    The producer completes a batch's futures one after the other on its thread; one
+    `callFromThread` per message woke the reactor (a pipe write) once per page. Here the first
+    confirmation schedules one call that fires every Deferred confirmed until it runs, and the
+    produced-messages metric is counted once per topic and batch.
+    """
+
+    def __init__(self, call_from_thread: Callable[[Callable[[], None]], Any] | None = None) -> None:
+        self.call_from_thread = call_from_thread or reactor.callFromThread  # type: ignore[attr-defined]
+        self.kafka_up: bool | None = None  # last reported to the metrics; set again only on a change
+        self._lock = threading.Lock()
+        self._done: list[tuple[defer.Deferred[Any], str, bool, Any]] = []
+        self._scheduled = False
+
+    def delivered(self, d: defer.Deferred[Any], topic: str, meta: Any) -> None:
+        self._add(d, topic, True, meta)
+
+    def undelivered(self, d: defer.Deferred[Any], topic: str, exc: Exception) -> None:
+        self._add(d, topic, False, exc)
+
+    def _add(self, d: defer.Deferred[Any], topic: str, ok: bool, result: Any) -> None:
+        """On the producer's thread (or the reactor's, for a send that failed at once)."""
+        with self._lock:
+            self._done.append((d, topic, ok, result))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self.call_from_thread(self.fire)
+
+    def fire(self) -> None:
+        """On the reactor: count, then fire every Deferred confirmed since the last call."""
+        with self._lock:
+            done, self._done = self._done, []
+            self._scheduled = False
+        if not done:
+            return
+        counts = Counter((topic, ok) for _, topic, ok, _ in done)
+        for (topic, ok), n in counts.items():
+            record_produced(topic, sent=ok, n=n)
+        self._kafka_answers(done[-1][2])
+        for d, _, ok, result in done:
+            if ok:
+                d.callback(result)
+            else:
+                d.errback(result)
+
+    def _kafka_answers(self, up: bool) -> None:
+        if up is not self.kafka_up:
+            self.kafka_up = up
+            set_dependency_up("kafka", up)
 
 
 class KafkaPipeline:
@@ -55,7 +116,7 @@ class KafkaPipeline:
         self.dead_letter_topic = settings.topic("dead_letter")
         self.appid_topics = settings.get_bool("KAFKA_APPID_TOPICS")
         self.max_size = settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE")
-        self.kafka_up: bool | None = None  # last reported to the metrics; set again only on a change
+        self.deliveries = Deliveries()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> KafkaPipeline:
@@ -74,16 +135,19 @@ class KafkaPipeline:
             self._settle(lease, outcome, details)
             return item
         item["timestamp"] = timestamp()
-        _log_emit(item)
+        _page_event("Scraped page", item, "emit")
         value = self._encode(item)
         key = (item.get("crawlid") or "").encode()
-        sends = [self._send(self.firehose, key, value)]
+        done = self._send(self.firehose, key, value)
+        more = []
         if self.appid_topics and item.get("appid"):
-            sends.append(self._send(self.settings.topic(f"crawled_{item['appid']}"), key, value))
+            more.append(self._send(self.settings.topic(f"crawled_{item['appid']}"), key, value))
         if "dead_letter" in details:
-            sends.append(self._send(self.dead_letter_topic, key, encode(details["dead_letter"])))
-        done = defer.gatherResults(sends, consumeErrors=True)
-        done.addCallbacks(lambda _: self._sent(item, lease, outcome, details), lambda f: self._not_sent(item, lease, f))
+            more.append(self._send(self.dead_letter_topic, key, encode(details["dead_letter"])))
+        if more:  # the common page has one send: no DeferredList for it
+            done = defer.gatherResults([done, *more], consumeErrors=True)
+        done.addCallbacks(self._sent, self._not_sent, callbackArgs=(item, lease, outcome, details),
+                          errbackArgs=(item, lease))  # fmt: skip
         return done
 
     def _encode(self, item: dict[str, Any]) -> bytes:
@@ -97,45 +161,18 @@ class KafkaPipeline:
     def _send(self, topic: str, key: bytes, value: bytes) -> defer.Deferred[Any]:
         d: defer.Deferred[Any] = defer.Deferred()
         future = self.producer.send(topic, key=key, value=value)
-        future.add_callback(self._delivered, d, topic)
-        future.add_errback(self._undelivered, d, topic)
+        future.add_callback(self.deliveries.delivered, d, topic)
+        future.add_errback(self.deliveries.undelivered, d, topic)
         return d
 
-    def _delivered(self, d: defer.Deferred[Any], topic: str, meta: Any) -> None:
-        """On the producer's thread: count the message (a few µs), then hand the result to the reactor."""
-        record_produced(topic)
-        self._kafka_answers(True)
-        reactor.callFromThread(d.callback, meta)  # type: ignore[attr-defined]
-
-    def _undelivered(self, d: defer.Deferred[Any], topic: str, exc: Exception) -> None:
-        record_produced(topic, sent=False)
-        self._kafka_answers(False)
-        reactor.callFromThread(d.errback, exc)  # type: ignore[attr-defined]
-
-    def _kafka_answers(self, up: bool) -> None:
-        if up is not self.kafka_up:
-            self.kafka_up = up
-            set_dependency_up("kafka", up)
-
-    def _sent(self, item: dict[str, Any], lease: Any, outcome: str, details: dict[str, Any]) -> dict[str, Any]:
-        self._settle(lease, outcome, details)
+    def _sent(self, _: Any, item: dict[str, Any], lease: Any, outcome: str, details: dict[str, Any]) -> dict[str, Any]:
+        _page_event("Sent page to Kafka", item, "ack")
         if "dead_letter" in details:
             record_dead_letter(dead_letter_reason(details["dead_letter"]))
-        log.info(
-            "Sent page to Kafka",
-            extra={
-                "url": item["url"],
-                "appid": item.get("appid"),
-                "crawlid": item.get("crawlid"),
-                "status_code": item.get("status_code"),
-                "spiderid": item.get("spiderid"),
-                "action": "ack",
-                "success": item.get("success", True),
-            },
-        )
+        self._settle(lease, outcome, details)
         return item
 
-    def _not_sent(self, item: dict[str, Any], lease: Any, failure: Any) -> dict[str, Any]:
+    def _not_sent(self, failure: Any, item: dict[str, Any], lease: Any) -> dict[str, Any]:
         # The producer gave up (after delivery_timeout_ms): the request goes back to its queue.
         log.error("Failed to send page to Kafka", extra={"url": item["url"], "error": str(failure.value)})
         self._settle(lease, "release", {})

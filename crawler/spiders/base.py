@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cached_property
 from typing import Any
 
 from scrapy import Spider, signals
@@ -38,8 +39,13 @@ class RedisSpider(Spider):
     def on_idle(self) -> None:
         raise DontCloseSpider
 
+    @cached_property
+    def base64_bodies(self) -> bool:
+        """KAFKA_BASE_64_ENCODE, read once instead of once a page."""
+        return bool(self.settings["SHOAL"].get_bool("KAFKA_BASE_64_ENCODE"))
+
     def page(self, response: Response) -> dict[str, Any]:
-        item = page_message(response, self.settings["SHOAL"].get_bool("KAFKA_BASE_64_ENCODE"))
+        item = page_message(response, self.base64_bodies)
         item[LEASE] = response.meta.get(LEASE)
         return item
 

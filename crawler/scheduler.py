@@ -266,7 +266,7 @@ class DistributedScheduler:
     def _write_crawl_delays(self, delays: dict[str, float]) -> None:
         policy = self.throttle.policy()
         for domain, delay in delays.items():
-            self.frontier.set_throttle_delay(policy.key(domain), delay, CRAWL_DELAY_TTL)
+            self.frontier.set_throttle_delay(domain, policy.key(domain), delay, CRAWL_DELAY_TTL)
         self.last_delay_write = time.time()
 
 

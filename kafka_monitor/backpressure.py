@@ -20,6 +20,7 @@ import redis
 from utils import keys
 from utils.clients import RedisClient
 from utils.settings import Settings
+from utils.shards import Shards, spider_shards
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +49,16 @@ class Marks:
 class RedisReadings:
     """What the marks are compared with: INFO used_memory (and maxmemory), and the backlog if wanted."""
 
-    def __init__(self, client: RedisClient, backlog: bool) -> None:
+    def __init__(self, client: RedisClient, backlog: bool, shards: Shards | None = None) -> None:
         self.client = client
         self.backlog = backlog
+        self.shards = shards or Shards.for_client(client)
 
     def __call__(self) -> dict[str, int]:
         info = self.client.info("memory")
         readings = {"used_memory": int(info["used_memory"]), "maxmemory": int(info.get("maxmemory", 0))}
         if self.backlog:
-            readings["backlog"] = total_backlog(self.client)
+            readings["backlog"] = total_backlog(self.client, self.shards)
         return readings
 
 
@@ -92,7 +94,7 @@ class Backpressure:
             settings.get_int("KAFKA_MONITOR_BACKLOG_HIGH_WATER"), settings.get_int("KAFKA_MONITOR_BACKLOG_LOW_WATER")
         )
         interval = settings.get_float("KAFKA_MONITOR_BACKPRESSURE_INTERVAL")
-        return cls(RedisReadings(client, backlog.on), memory, backlog, interval)
+        return cls(RedisReadings(client, backlog.on, Shards.from_settings(settings)), memory, backlog, interval)
 
     def check(self) -> bool:
         """Whether consumption should be paused now; measures only when the interval has passed."""
@@ -152,13 +154,14 @@ class Backpressure:
             self.paused, self.reason = False, ""
 
 
-def total_backlog(client: RedisClient) -> int:
+def total_backlog(client: RedisClient, shards: Shards | None = None) -> int:
     """Requests queued for every spider: the sum of every domain queue's size (no KEYS or SCAN)."""
     spiders = [_text(s) for s in client.smembers(keys.SPIDERS)]
+    prefixes = [prefix for _, prefix in spider_shards(spiders, shards or Shards.for_client(client))]
     pipe = client.pipeline(transaction=False)
-    for spiderid in spiders:
-        pipe.zrange(keys.heads(spiderid), 0, -1)
-    queues = [keys.queue(sid, _text(d)) for sid, domains in zip(spiders, pipe.execute(), strict=True) for d in domains]
+    for prefix in prefixes:
+        pipe.zrange(keys.heads(prefix), 0, -1)
+    queues = [keys.queue(p, _text(d)) for p, domains in zip(prefixes, pipe.execute(), strict=True) for d in domains]
     total = 0
     for start in range(0, len(queues), ZCARD_CHUNK):
         pipe = client.pipeline(transaction=False)

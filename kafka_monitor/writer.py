@@ -94,7 +94,7 @@ class BatchWriter:
         self.frontier.enqueue_in(pipe, requests)
         for command in commands:
             command(pipe)
-        return _statuses(pipe.execute()) if pipe.command_stack else Counter()
+        return _statuses(pipe.execute()) if len(pipe) else Counter()  # len(): Redis Cluster pipelines too
 
     def abandon(self) -> None:
         """Forget every open batch (they will be read from Kafka again) and the connection."""

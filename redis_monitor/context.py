@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from redis_monitor.outbox import Outbox
 from utils.clients import RedisClient
 from utils.settings import Settings
+from utils.shards import Shards
 from utils.stats import StatsCollector
 
 STATS_PREFIX = "stats:redis-monitor:"  # + total | fail | <PluginClass> | <name>:<detail>
@@ -28,6 +30,11 @@ class Context:
     host: str
     process_id: str
     clock: Callable[[], float] = field(default=time.time)
+
+    @cached_property
+    def shards(self) -> Shards:
+        """The frontier's shards: one on a single Redis, REDIS_CLUSTER_SHARDS on a cluster."""
+        return Shards.from_settings(self.settings)
 
     def count(self, name: str, n: int = 1) -> None:
         """Add to the monitor's counter `name` (plugin class names appear in the stats answer)."""

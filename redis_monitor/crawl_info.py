@@ -16,6 +16,7 @@ from typing import Any
 from utils import crawl_request, keys, progress
 from utils.clients import RedisClient
 from utils.progress import CrawlRef
+from utils.shards import Shards
 
 CHUNK = 5000  # members per ZMSCORE call and HSCAN page
 
@@ -35,21 +36,25 @@ class DomainPending:
         return {"total": self.total, "high_priority": self.high_priority, "low_priority": self.low_priority}
 
 
-def pending_by_domain(client: RedisClient, ref: CrawlRef) -> dict[str, DomainPending]:
-    """Each domain's queued and delayed requests of the crawl, with their priority range."""
-    sid = ref.spiderid
-    code = client.hget(keys.crawl_codes(sid), f"{ref.appid}\t{ref.crawlid}")
+def pending_by_domain(client: RedisClient, ref: CrawlRef, shards: Shards | None = None) -> dict[str, DomainPending]:
+    """Each domain's queued and delayed requests of the crawl, with their priority range.
+
+    A domain lives in one frontier shard, so the shards' answers never overlap.
+    """
     found: dict[str, DomainPending] = defaultdict(DomainPending)
-    if code is None:
-        return {}
-    members: dict[str, list[str]] = defaultdict(list)  # domain -> queue members
-    payloads: dict[str, str] = {}  # `<domain>\t<member>` -> stored request
-    for field, payload in client.hscan_iter(keys.crawl_requests(*_parts(ref)), count=CHUNK):
-        request_id, domain = field[: crawl_request.ID_DIGITS], field[crawl_request.ID_DIGITS :]
-        members[domain].append(request_id + code)
-        payloads[f"{domain}\t{request_id}{code}"] = payload
-    not_queued = _add_queued(client, sid, members, found)
-    _add_delayed(client, sid, not_queued, payloads, found)
+    for tag in (shards or Shards.for_client(client)).tags:
+        sid = tag + ref.spiderid  # the shard's keys: its tag in front of the spider's key names
+        code = client.hget(keys.crawl_codes(sid), f"{ref.appid}\t{ref.crawlid}")
+        if code is None:
+            continue
+        members: dict[str, list[str]] = defaultdict(list)  # domain -> queue members
+        payloads: dict[str, str] = {}  # `<domain>\t<member>` -> stored request
+        for field, payload in client.hscan_iter(keys.crawl_requests(sid, ref.appid, ref.crawlid), count=CHUNK):
+            request_id, domain = field[: crawl_request.ID_DIGITS], field[crawl_request.ID_DIGITS :]
+            members[domain].append(request_id + code)
+            payloads[f"{domain}\t{request_id}{code}"] = payload
+        not_queued = _add_queued(client, sid, members, found)
+        _add_delayed(client, sid, not_queued, payloads, found)
     return dict(found)
 
 
@@ -90,23 +95,19 @@ def _add_delayed(
                 found[domain].add(int(crawl_request.decode(payloads[entry]).get("priority", 1)))
 
 
-def progress_view(client: RedisClient, ref: CrawlRef) -> dict[str, Any]:
+def progress_view(client: RedisClient, ref: CrawlRef, shards: Shards | None = None) -> dict[str, Any]:
     """The crawl's progress with pages/s and ETA (utils.progress, as the REST gateway shows it)."""
-    read = progress.read(client, ref) or progress.Progress(ref, {}, {})
+    read = progress.read(client, ref, shards) or progress.Progress(ref, {}, {})
     return progress.snapshot(read)
 
 
-def crawl_view(client: RedisClient, ref: CrawlRef) -> dict[str, Any]:
+def crawl_view(client: RedisClient, ref: CrawlRef, shards: Shards | None = None) -> dict[str, Any]:
     """total, domains and distinct_domains of one crawl (the body of both info answers)."""
-    domains = pending_by_domain(client, ref)
+    domains = pending_by_domain(client, ref, shards)
     return {
         "total": sum(d.total for d in domains.values()),
         "domains": {name: d.view() for name, d in sorted(domains.items())},
     }
-
-
-def _parts(ref: CrawlRef) -> tuple[str, str, str]:
-    return ref.spiderid, ref.appid, ref.crawlid
 
 
 def _chunks(items: list[Any]) -> list[list[Any]]:

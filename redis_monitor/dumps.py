@@ -14,6 +14,7 @@ from typing import Any
 from redis_monitor.stats_report import StatsReport
 from utils.clients import RedisClient
 from utils.settings import Settings
+from utils.shards import Shards
 from utils.stats import StatsConfig, read_counter, stat_bases
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,12 @@ class StatsDumper:
 
     @classmethod
     def from_settings(cls, settings: Settings, client: RedisClient) -> StatsDumper:
-        report = StatsReport(client, StatsConfig.from_settings(settings), settings.get_int("HEARTBEAT_TIMEOUT"))
+        report = StatsReport(
+            client,
+            StatsConfig.from_settings(settings),
+            settings.get_int("HEARTBEAT_TIMEOUT"),
+            shards=Shards.from_settings(settings),
+        )
         return cls(report, settings.get_float("STATS_DUMP"), settings.get_bool("STATS_DUMP_CRAWL"),
                    settings.get_bool("STATS_DUMP_QUEUE"))  # fmt: skip
 

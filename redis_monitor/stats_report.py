@@ -15,6 +15,7 @@ from typing import Any
 from utils import keys
 from utils.clients import RedisClient
 from utils.proxy_pool import ProxyPool
+from utils.shards import Shards, spider_shards
 from utils.stats import StatsConfig, live_processes, read_counter, stat_bases
 
 Counts = dict[str, int]
@@ -23,9 +24,15 @@ KINDS = ("kafka-monitor", "redis-monitor", "crawler", "spider", "machine", "queu
 
 class StatsReport:
     def __init__(
-        self, client: RedisClient, config: StatsConfig, heartbeat_ttl: int, proxy_pool: ProxyPool | None = None
+        self,
+        client: RedisClient,
+        config: StatsConfig,
+        heartbeat_ttl: int,
+        proxy_pool: ProxyPool | None = None,
+        shards: Shards | None = None,
     ) -> None:
         self.client = client
+        self.shards = shards or Shards.for_client(client)
         self.config = config
         self.ttl = heartbeat_ttl
         self.proxy_pool = proxy_pool  # Shoal's `proxies` kind (issue 11): the pool of PROXY_LIST
@@ -97,11 +104,16 @@ class StatsReport:
         body: dict[str, Any] = {}
         total = 0
         for spider in sorted(self.client.smembers(keys.SPIDERS)):
-            domains = self.client.zrange(keys.heads(spider), 0, -1)
             pipe = self.client.pipeline(transaction=False)
-            for domain in domains:
-                pipe.zcard(keys.queue(spider, domain))
-            sizes = [(d, n) for d, n in zip(domains, pipe.execute() if domains else [], strict=True) if n]
+            prefixes = [prefix for _, prefix in spider_shards([spider], self.shards)]
+            for prefix in prefixes:
+                pipe.zrange(keys.heads(prefix), 0, -1, withscores=True)
+            heads = [(score, d, p) for p, found in zip(prefixes, pipe.execute(), strict=True) for d, score in found]
+            queues = [(p, d) for _, d, p in sorted(heads)]  # best head first, as on one shard
+            pipe = self.client.pipeline(transaction=False)
+            for prefix, domain in queues:
+                pipe.zcard(keys.queue(prefix, domain))
+            sizes = [(d, n) for (_, d), n in zip(queues, pipe.execute() if queues else [], strict=True) if n]
             if not sizes:
                 continue
             backlog = sum(n for _, n in sizes)

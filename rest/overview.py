@@ -15,6 +15,7 @@ from rest.gateway import Gateway
 from utils import keys, stats
 from utils.clients import RedisClient
 from utils.proxy_pool import ProxyPool
+from utils.shards import Shards, spider_shards
 
 COMPONENTS = ("kafka-monitor", "crawler", "redis-monitor", "rest")
 DOMAINS_PER_SPIDER = 200  # best-priority domains whose queue depth is read
@@ -43,7 +44,7 @@ def build(gw: Gateway) -> dict[str, Any]:
         "crawls": crawls[:CRAWLS_SHOWN],
         "chart": gw.sampler.chart(),
         "chart_seconds": gw.settings.get_int("REST_CHART_SECONDS"),
-        "queues": queue_depths(gw.redis),
+        "queues": queue_depths(gw.redis, Shards.from_settings(gw.settings)),
         "errors": [{k: e.get(k) for k in ERROR_FIELDS} for e in list(gw.outbound.recent_errors)[:RECENT]],
         "dead_letters": recent_dead_letters(gw.redis, crawls[:DEAD_LETTER_CRAWLS]),
         "proxies": ProxyPool.from_settings(gw.settings, gw.redis).state(now),  # [] without PROXY_LIST
@@ -59,27 +60,30 @@ def processes(redis: RedisClient, ttl: int) -> dict[str, dict[str, Any]]:
     return found
 
 
-def queue_depths(redis: RedisClient) -> dict[str, Any]:
+def queue_depths(redis: RedisClient, shards: Shards | None = None) -> dict[str, Any]:
     """The deepest domain queues, and per spider its domains with work and requests in flight."""
     spiders = sorted(redis.smembers(keys.SPIDERS))
+    pairs = spider_shards(spiders, shards or Shards.for_client(redis))
     pipe = redis.pipeline(transaction=False)
-    for sid in spiders:
-        pipe.zrange(keys.heads(sid), 0, DOMAINS_PER_SPIDER - 1)
-        pipe.zcard(keys.heads(sid))
-        pipe.zcard(keys.inflight(sid))
+    for _, prefix in pairs:
+        pipe.zrange(keys.heads(prefix), 0, DOMAINS_PER_SPIDER - 1)
+        pipe.zcard(keys.heads(prefix))
+        pipe.zcard(keys.inflight(prefix))
     replies = pipe.execute()
-    rows: list[tuple[str, str]] = []
-    summary = []
-    for i, sid in enumerate(spiders):
+    rows: list[tuple[str, str, str]] = []
+    totals = {sid: {"spiderid": sid, "domains": 0, "inflight": 0} for sid in spiders}
+    for i, (sid, prefix) in enumerate(pairs):
         domains, n_domains, inflight = replies[3 * i : 3 * i + 3]
-        rows.extend((sid, d) for d in domains)
-        summary.append({"spiderid": sid, "domains": n_domains, "inflight": inflight})
+        rows.extend((sid, prefix, d) for d in domains)
+        totals[sid]["domains"] += n_domains
+        totals[sid]["inflight"] += inflight
+    summary = list(totals.values())
     pipe = redis.pipeline(transaction=False)
-    for sid, domain in rows:
-        pipe.zcard(keys.queue(sid, domain))
+    for _, prefix, domain in rows:
+        pipe.zcard(keys.queue(prefix, domain))
     depths = [
         {"spiderid": sid, "domain": domain, "queued": n}
-        for (sid, domain), n in zip(rows, pipe.execute(), strict=True)
+        for (sid, _, domain), n in zip(rows, pipe.execute(), strict=True)
         if n
     ]
     depths.sort(key=lambda row: -row["queued"])

@@ -16,6 +16,7 @@ from utils import progress
 from utils.clients import RedisClient
 from utils.progress import CrawlRef, Progress, RateTracker
 from utils.settings import Settings
+from utils.shards import Shards
 
 LIVE_LIMIT = 200  # most recent crawls sampled
 
@@ -24,6 +25,7 @@ class Sampler:
     def __init__(self, settings: Settings, redis: RedisClient) -> None:
         self.redis = redis
         self.window = settings.get_float("REST_RATE_WINDOW")
+        self.shards = Shards.from_settings(settings)
         self.horizon = settings.get_int("CRAWL_STATE_TIMEOUT")
         points = int(settings.get_int("REST_CHART_SECONDS") / settings.get_float("REST_SAMPLE_INTERVAL")) + 1
         self.series: deque[tuple[float, float]] = deque(maxlen=points)
@@ -36,7 +38,7 @@ class Sampler:
     def sample(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         refs = progress.live_crawls(self.redis, now - self.horizon, LIVE_LIMIT)
-        found = [p for p in progress.read_many(self.redis, refs) if p is not None]
+        found = [p for p in progress.read_many(self.redis, refs, self.shards) if p is not None]
         with self._lock:
             if self._last is not None and now > self._last:
                 self.series.append((now, self._growth(found) / (now - self._last)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -16,6 +17,7 @@ from kazoo.client import KazooClient
 from tests.support.cluster import TestCluster, next_database
 from tests.support.kafka import TopicReader
 from utils.services import LocalServices, ServiceError, start_local_services
+from utils.services.redis_cluster import RedisClusterHandle
 
 pytest_plugins = ["tests.support.redis_cluster"]  # the session Redis Cluster fixtures (issue 12)
 
@@ -23,6 +25,7 @@ MARKERS = {
     "integration": "needs the real Redis, ZooKeeper and broker of the session fixture",
     "e2e": "runs the whole cluster under supervisord against the generated site",
     "slow": "takes more than a few seconds",
+    "single_redis": "needs one redis-server (its own, restarted; or the one-shard layout): not run on the cluster",
 }
 
 
@@ -72,13 +75,47 @@ def redis_client(services: LocalServices) -> Iterator[redis.Redis]:
     client.close()
 
 
+BACKENDS = ("redis", "redis-cluster")  # one redis-server; a three-master Redis Cluster (issue 12)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Integration tests that use Redis through `cluster` or `redis_db` run once per backend."""
+    uses_redis = {"cluster", "redis_db"} & set(metafunc.fixturenames)
+    if metafunc.definition.get_closest_marker("single_redis"):
+        return
+    if uses_redis and "tests/integration/" in str(metafunc.definition.path).replace("\\", "/"):
+        metafunc.parametrize("redis_backend", BACKENDS, indirect=True)
+
+
 @pytest.fixture
-def redis_db(services: LocalServices) -> Iterator[redis.Redis]:
-    """A client of a Redis database of its own (empty), for tests that inspect whole keyspaces."""
-    client = redis.Redis(host=services.redis.host, port=services.redis.port, db=next_database())
-    client.flushdb()
+def redis_backend(request: pytest.FixtureRequest) -> str:
+    """`redis` (the session redis-server) unless the test is parametrized over both backends."""
+    return getattr(request, "param", "redis")
+
+
+@pytest.fixture
+def backend_settings(redis_backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """Settings that point a test's components at its Redis backend (the cluster emptied first)."""
+    if redis_backend != "redis-cluster":
+        return {}
+    handle: RedisClusterHandle = request.getfixturevalue("redis_cluster")
+    handle.flush()
+    return {"REDIS_CLUSTER": "true", "REDIS_HOST": handle.host, "REDIS_PORT": str(handle.port)}
+
+
+@pytest.fixture
+def redis_db(services: LocalServices, backend_settings: dict[str, str]) -> Iterator[Any]:
+    """A client of an empty Redis of its own: a database of the session redis-server, or the
+    (flushed) session Redis Cluster, for tests that inspect whole keyspaces."""
+    client: Any
+    if backend_settings:
+        client = redis.RedisCluster(host=backend_settings["REDIS_HOST"], port=int(backend_settings["REDIS_PORT"]))
+    else:
+        client = redis.Redis(host=services.redis.host, port=services.redis.port, db=next_database())
+        client.flushdb()
     yield client
-    client.flushdb()
+    if not backend_settings:
+        client.flushdb()
     client.close()
 
 
@@ -99,13 +136,15 @@ def kafka_bootstrap(services: LocalServices) -> str:
 
 
 @pytest.fixture
-def cluster(services: LocalServices, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[TestCluster]:
+def cluster(
+    services: LocalServices, tmp_path: Path, request: pytest.FixtureRequest, backend_settings: dict[str, str]
+) -> Iterator[TestCluster]:
     """Per-test settings (own Redis DB, topics, group, ZooKeeper path) and component processes.
 
     Every process still running at the end is stopped with SIGTERM; when the test failed, the tail
     of each component's log is printed.
     """
-    test_cluster = TestCluster(services, tmp_path, **getattr(request, "param", {}))
+    test_cluster = TestCluster(services, tmp_path, **{**backend_settings, **getattr(request, "param", {})})
     yield test_cluster
     test_cluster.stop_all()
     report = getattr(request.node, "rep_call", None)

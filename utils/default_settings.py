@@ -15,6 +15,7 @@ REDIS_DB = 0  # database number (ignored in cluster mode)
 REDIS_PASSWORD = ""  # password; empty = none
 REDIS_SOCKET_TIMEOUT = 10.0  # seconds; connect and socket timeout of every Redis call
 REDIS_CLUSTER = False  # bool; REDIS_HOST:REDIS_PORT is a Redis Cluster start-up node
+REDIS_CLUSTER_SHARDS = 12  # shards; frontier shards per cluster (each one hash tag, spread evenly over the slots)
 
 # --- Kafka -------------------------------------------------------------------------------------
 KAFKA_HOSTS = ["127.0.0.1:9092"]  # list of host:port; comma-separated in the environment

@@ -1,190 +1,38 @@
 """The crawl frontier in Redis: enqueue through the filters, leased pops under the throttle, settling.
 
-Each operation is one Lua call (utils/lua), so a batch of requests costs one round trip whatever
-its size; `Frontier.settle` writes a spider's found links, retries, dead letters and acks in one
-pipeline. `round_trips` counts every call, for the "≤ 3 round trips per page" target (DESIGN.md).
+Each operation is one Lua call per frontier shard (utils/lua; one shard on a single Redis, see
+utils/shards.py), so a batch of requests costs one round trip whatever its size; `Frontier.settle`
+writes a spider's found links, retries, dead letters and acks in one pipeline. `round_trips` counts
+every pipeline sent, for the "≤ 3 round trips per page" target (DESIGN.md). On a Redis Cluster a
+pipeline reaches every master at once (redis-py writes to all of them before reading).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
-import ujson
 from redis.exceptions import NoScriptError
 
 from utils import crawl_request, dead_letters, keys
 from utils.clients import RedisClient
 from utils.fingerprint import bloom_size
+from utils.frontier_types import Ack, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
+from utils.pop_planner import PopPlanner
 from utils.scripts import Scripts, evalsha_in
 from utils.settings import Settings
+from utils.shards import Shards
+
+__all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
 DUPEFILTER_MODES = ("exact", "bloom")
-
-
-@dataclass(frozen=True)
-class NewRequest:
-    """A request to queue: where it goes, the filters it passes, and its stored JSON.
-
-    `expires`, `dupefilter` and `dont_filter` are read from the payload when left at None (the
-    kafka monitor's seeds); `drop` refuses the request with that reason, counted in the same call.
-    """
-
-    spiderid: str
-    domain: str
-    priority: int
-    appid: str
-    crawlid: str
-    payload: str
-    fingerprint: bytes | None = None  # None = not dupefiltered (dont_filter)
-    max_pages: int = 0  # domain_max_pages of its crawl; 0 = no limit
-    seed: bool = False  # seeds are recorded in the dupefilter but never dropped by it
-    offset_key: str = ""  # with offset: skip if a kafka monitor already wrote this message
-    offset: int = -1
-    expires: int | None = None  # unix seconds; 0 = never
-    dupefilter: str | None = None  # exact | bloom | '' (the setting)
-    drop: str = ""  # a reason to refuse it (e.g. 'blacklist' for a ZooKeeper-blacklisted domain)
-
-    def argv(self) -> list[Any]:
-        expires, mode, fp = self.expires, self.dupefilter, self.fingerprint
-        if expires is None or mode is None:
-            payload_expires, payload_mode, dont_filter = _payload_options(self.payload)
-            expires = payload_expires if expires is None else expires
-            mode = payload_mode if mode is None else mode
-            fp = None if dont_filter else fp
-        return [
-            self.spiderid,
-            self.domain,
-            self.priority,
-            self.appid,
-            self.crawlid,
-            fp or b"",
-            self.max_pages,
-            "1" if self.seed else "0",
-            self.offset_key,
-            self.offset,
-            self.payload,
-            expires,
-            mode,
-            self.drop,
-        ]
-
-
-def _payload_options(payload: str) -> tuple[int, str, bool]:
-    """(expires, dupefilter mode, dont_filter) of a stored request; cheap when they are absent."""
-    if '"expires"' not in payload and '"dupefilter"' not in payload and '"dont_filter"' not in payload:
-        return 0, "", False
-    record = crawl_request.decode(payload)
-    return int(record.get("expires") or 0), str(record.get("dupefilter") or ""), bool(record.get("dont_filter"))
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A request handed to a spider; it stays in `<spiderid>:inflight` until settled."""
-
-    spiderid: str
-    domain: str
-    request_id: str  # the queue member: 16 hex digits of request id, then its crawl's code
-    record: dict[str, Any]
-
-    @property
-    def member(self) -> str:
-        """Its member in `<spiderid>:inflight` and `<spiderid>:delayed`."""
-        return f"{self.domain}\t{self.request_id}"
-
-    def head(self) -> list[str]:
-        return [self.spiderid, self.domain, self.request_id, self.record["appid"], self.record["crawlid"]]
-
-
-@dataclass(frozen=True)
-class Popped:
-    """The leases of one pop, and when a throttled domain or a retry is next ready (seconds)."""
-
-    leases: list[Lease]
-    retry_after: float | None  # None: nothing is waiting on a throttle or a retry time
-    denied: int = 0  # domains with work that their throttle held back during this pop
-
-
-@dataclass(frozen=True)
-class Ack:
-    """The end of a lease: counted under `outcome` in the crawl's progress."""
-
-    spiderid: str
-    domain: str
-    request_id: str
-    appid: str
-    crawlid: str
-    outcome: str = "crawled"
-
-    @classmethod
-    def of(cls, lease: Lease, outcome: str = "crawled") -> Ack:
-        rec = lease.record
-        return cls(lease.spiderid, lease.domain, lease.request_id, rec["appid"], rec["crawlid"], outcome)
-
-    def argv(self) -> list[str]:
-        return [self.spiderid, self.domain, self.request_id, self.appid, self.crawlid, self.outcome]
-
-
-@dataclass(frozen=True)
-class Retry:
-    """A leased request to try again after `delay` seconds, stored as `record` (attempt counted)."""
-
-    lease: Lease
-    record: dict[str, Any]
-    delay: float
-    pause_key: str = ""  # throttle key held back cluster-wide (Retry-After), '' = none
-    pause: float = 0.0  # seconds
-
-    def argv(self) -> list[Any]:
-        payload = crawl_request.encode(self.record)
-        return [*self.lease.head(), self.delay, payload, self.pause_key, self.pause]
-
-
-@dataclass
-class Settlement:
-    """What a spider hands back in one flush: found links, retries, dead letters, acks."""
-
-    requests: list[NewRequest] = field(default_factory=list)
-    retries: list[Retry] = field(default_factory=list)
-    dead: list[dict[str, Any]] = field(default_factory=list)  # utils.dead_letters records
-    acks: list[Ack] = field(default_factory=list)
-    # (spiderid, appid, crawlid) -> found links a spider dropped itself as known duplicates
-    duplicates: dict[tuple[str, str, str], int] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.requests or self.retries or self.dead or self.acks or self.duplicates)
-
-
-@dataclass
-class ThrottlePolicy:
-    """What the pop script needs to know of the throttle (reference §7), per spider process."""
-
-    key_prefix: str = ""  # '', '<spider>:', '<ip>:' or '<spider>:<ip>:'
-    hits: int = 10
-    window: float = 60.0
-    moderated: bool = True
-    overrides: dict[str, tuple[int, float]] = field(default_factory=dict)  # domain -> (hits, window)
-    blacklist: frozenset[str] = frozenset()
-
-    def argv(self) -> list[Any]:
-        overrides = {d: [h, w] for d, (h, w) in self.overrides.items()}
-        return [
-            self.key_prefix,
-            self.hits,
-            self.window,
-            "1" if self.moderated else "0",
-            ujson.dumps(overrides) if overrides else "{}",
-            ujson.dumps(sorted(self.blacklist)) if self.blacklist else "[]",
-        ]
-
-    def key(self, domain: str) -> str:
-        """The throttle key of a domain under this policy."""
-        return self.key_prefix + domain
+T = TypeVar("T")
 
 
 class Frontier:
-    """Typed wrappers around the frontier scripts of one Redis client."""
+    """Typed wrappers around the frontier scripts of one Redis client (or Redis Cluster client)."""
 
     def __init__(
         self,
@@ -197,14 +45,17 @@ class Frontier:
         lease_timeout: float = 120.0,
         dupefilter_mode: str = "exact",
         bloom: tuple[int, int] = (14_377_619, 10),
+        shards: Shards | None = None,
     ) -> None:
         if dupefilter_mode not in DUPEFILTER_MODES:
             raise ValueError(f"dupefilter mode {dupefilter_mode!r} is not one of {DUPEFILTER_MODES}")
         self.client = client
         self.scripts = Scripts(client)
+        self.shards = shards or Shards.for_client(client)
         self.lease_timeout = lease_timeout
         self.state_timeout = state_timeout
         self.round_trips = 0
+        self._planners: dict[str, PopPlanner] = {}  # spiderid -> which shards its pops go to
         self._enqueue_head = [
             dupefilter_timeout,
             state_timeout,
@@ -229,28 +80,42 @@ class Frontier:
             bloom=bloom_size(
                 settings.get_int("DUPEFILTER_BLOOM_CAPACITY"), settings.get_float("DUPEFILTER_BLOOM_ERROR_RATE")
             ),
+            shards=Shards.from_settings(settings),
         )
 
+    # --- enqueue ---------------------------------------------------------------------------------
     def enqueue(self, requests: Sequence[NewRequest]) -> list[str]:
         """Queue requests; one status each (queued, duplicate, page_limit, blacklist, expired, replayed)."""
-        if not requests:
-            return []
-        self.round_trips += 1
-        return [_text(s) for s in self.scripts.enqueue(args=self._enqueue_argv(requests))]
+        return self.settle(Settlement(requests=list(requests)))["requests"]
 
     def enqueue_in(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
-        """Add the enqueue call to a pipeline; its statuses come back from `pipe.execute()`."""
-        if requests:
-            self.scripts.enqueue(args=self._enqueue_argv(requests), client=pipe)
+        """Add the enqueue calls to a pipeline: first one per shard (each reply is a list of
+        statuses, in the shards' order), then the registry writes (integer replies)."""
+        for tag, group in self._by_tag(requests, lambda r: self.shards.tag(r.domain)):
+            evalsha_in(pipe, self.scripts.enqueue, self._route(tag), self._enqueue_argv(tag, group))
+        self._register(pipe, requests)
 
+    def _register(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
+        """`shoal:spiders` and `shoal:crawls`: what the redis monitors look at (one key each)."""
+        if not requests:
+            return
+        now = time.time()
+        pipe.sadd(keys.SPIDERS, *{r.spiderid for r in requests})
+        pipe.zadd(keys.CRAWLS, {keys.crawl_member(r.spiderid, r.appid, r.crawlid): now for r in requests})
+
+    # --- pop -------------------------------------------------------------------------------------
     def pop(self, spiderid: str, max_items: int, throttle: ThrottlePolicy, scan_limit: int = 500) -> Popped:
-        """Lease up to `max_items` requests of `spiderid`, best priority first, under the throttle."""
-        self.round_trips += 1
-        return _popped(spiderid, self.scripts.pop(args=self._pop_args(spiderid, max_items, throttle, scan_limit)))
+        """Lease up to `max_items` requests of `spiderid`, best priority first, under the throttle.
 
-    def _pop_args(self, spiderid: str, max_items: int, throttle: ThrottlePolicy, scan_limit: int) -> list[Any]:
-        return [spiderid, max_items, self.lease_timeout, scan_limit, *throttle.argv(), self.state_timeout, 100]
+        With several shards (Redis Cluster) utils/pop_planner.py picks the shards holding the best
+        score; shards tied for it share the batch (each asked for at least one).
+        """
+        return self.settle_and_pop(Settlement(), spiderid, max_items, throttle, scan_limit)[1]
 
+    def _pop_args(self, tag: str, spiderid: str, per_shard: int, throttle: ThrottlePolicy, scan: int) -> list[Any]:
+        return [tag + spiderid, per_shard, self.lease_timeout, scan, *throttle.argv(tag), self.state_timeout, 100]
+
+    # --- settle ----------------------------------------------------------------------------------
     def ack(self, acks: Sequence[Ack]) -> list[str]:
         """Settle leases; returns 'acked' or 'unknown' (already settled or purged) for each."""
         return self.settle(Settlement(acks=list(acks)))["acks"]
@@ -280,8 +145,11 @@ class Frontier:
         try:
             return self._settle(batch, True, pop)
         except NoScriptError:
-            # Redis restarted and lost its scripts; every EVALSHA failed together, the plain
-            # writes (dead letters, duplicate counts) went through, so only the scripts are sent again.
+            # Redis restarted and lost its scripts. On one Redis every EVALSHA failed together and
+            # only the plain writes (dead letters, duplicate counts) went through, so only the
+            # scripts are sent again. On a cluster the other masters ran theirs: sent again, links
+            # come back `duplicate`, acks and retries `unknown`, and a lost pop's leases go back to
+            # their queues through the reaper.
             self.scripts.load(self.client)
             return self._settle(batch, False, pop)
 
@@ -289,52 +157,159 @@ class Frontier:
         self, batch: Settlement, with_dead: bool, pop: tuple[str, int, ThrottlePolicy, int] | None
     ) -> tuple[dict[str, list[str]], Popped | None]:
         pipe = self.client.pipeline(transaction=False)
-        slots: list[tuple[str, int]] = []  # result name -> its index in the pipeline
-        if batch.requests:
-            slots.append(("requests", len(pipe)))
-            evalsha_in(pipe, self.scripts.enqueue, self._enqueue_argv(batch.requests))
-        if batch.retries:
-            slots.append(("retries", len(pipe)))
-            evalsha_in(pipe, self.scripts.retry, self._flat([self.state_timeout], (r.argv() for r in batch.retries)))
+        slots: list[tuple[str, int, list[int]]] = []  # (result name, pipeline index, item positions)
+        for tag, group, positions in self._tagged(batch.requests, lambda r: self.shards.tag(r.domain)):
+            slots.append(("requests", len(pipe), positions))
+            evalsha_in(pipe, self.scripts.enqueue, self._route(tag), self._enqueue_argv(tag, group))
+        self._register(pipe, batch.requests)
+        for tag, retries, positions in self._tagged(batch.retries, lambda r: r.lease.tag):
+            slots.append(("retries", len(pipe), positions))
+            args = self._flat([self.state_timeout], (r.argv() for r in retries))
+            evalsha_in(pipe, self.scripts.retry, self._route(tag), args)
         for entry in batch.dead if with_dead else ():
             dead_letters.store(pipe, entry)
         for crawl, count in batch.duplicates.items() if with_dead else ():
-            pipe.hincrby(keys.crawl_progress(*crawl), "dropped_duplicate", count)
-            pipe.expire(keys.crawl_progress(*crawl), self.state_timeout)
-        if batch.acks:
-            slots.append(("acks", len(pipe)))
-            evalsha_in(pipe, self.scripts.ack, self._flat([self.state_timeout], (a.argv() for a in batch.acks)))
-        if pop is not None:
-            evalsha_in(pipe, self.scripts.pop, self._pop_args(*pop))
+            progress = self.shards.tags[0] + keys.crawl_progress(*crawl)  # progress is summed over shards
+            pipe.hincrby(progress, "dropped_duplicate", count)
+            pipe.expire(progress, self.state_timeout)
+        for tag, acks, positions in self._tagged(batch.acks, lambda a: a.tag):
+            slots.append(("acks", len(pipe), positions))
+            args = self._flat([self.state_timeout], (a.argv() for a in acks))
+            evalsha_in(pipe, self.scripts.ack, self._route(tag), args)
+        pops = self._add_pops(pipe, pop, set()) if pop is not None else []
         self.round_trips += 1
         results = pipe.execute()
-        out: dict[str, list[str]] = {"requests": [], "retries": [], "acks": []}
-        out.update({name: [_text(s) for s in results[index]] for name, index in slots})
-        return out, (_popped(pop[0], results[-1]) if pop is not None else None)
+        out: dict[str, list[str]] = {
+            "requests": [""] * len(batch.requests),
+            "retries": [""] * len(batch.retries),
+            "acks": [""] * len(batch.acks),
+        }
+        for name, index, positions in slots:
+            for position, status in zip(positions, results[index], strict=True):
+                out[name][position] = _text(status)
+        if pop is None:
+            return out, None
+        return out, self._gather(pop, {tag: _popped(pop[0], tag, results[i]) for tag, i in pops})
 
+    def _add_pops(
+        self, pipe: Any, pop: tuple[str, int, ThrottlePolicy, int], tried: set[str], first: bool = True
+    ) -> list[tuple[str, int]]:
+        """Queue the pop calls the planner asks for (shards not tried yet); (tag, pipeline index) each."""
+        spiderid, max_items, throttle, scan = pop
+        planner = self._planner(spiderid, read_heads=first)
+        pops = []
+        for tag, quota in planner.quotas(max_items, exclude=tried).items():
+            pops.append((tag, len(pipe)))
+            evalsha_in(pipe, self.scripts.pop, self._route(tag), self._pop_args(tag, spiderid, quota, throttle, scan))
+        return pops
+
+    def _gather(self, pop: tuple[str, int, ThrottlePolicy, int], first: dict[str, Popped]) -> Popped:
+        """The first round's pops, and more rounds (Redis Cluster) while the batch is short and a
+        shard not asked yet holds work: a throttled best domain yields to the next best."""
+        spiderid, max_items = pop[0], pop[1]
+        planner = self._planner(spiderid, read_heads=False)
+        rounds = dict(first)
+        planner.learn(rounds)
+        while sum(len(p.leases) for p in rounds.values()) < max_items and len(rounds) < self.shards.count:
+            remaining = (spiderid, max_items - sum(len(p.leases) for p in rounds.values()), pop[2], pop[3])
+            pipe = self.client.pipeline(transaction=False)
+            calls = self._add_pops(pipe, remaining, set(rounds), first=False)
+            if not calls:
+                break
+            self.round_trips += 1
+            results = pipe.execute()
+            more = {tag: _popped(spiderid, tag, results[i]) for tag, i in calls}
+            planner.learn(more)
+            rounds.update(more)
+        planner.finish(max_items, rounds)
+        if not rounds:  # every shard empty or throttled
+            return Popped([], planner.wait())
+        return _merged(list(rounds.values()))
+
+    def _planner(self, spiderid: str, read_heads: bool = True) -> PopPlanner:
+        """The spider's pop planner; on a cluster, with every shard's best head (and due retries)
+        read first when it has nothing to ask (at the start, or after a short batch)."""
+        planner = self._planners.get(spiderid)
+        if planner is None:
+            planner = self._planners[spiderid] = PopPlanner(self.shards.tags)
+        if read_heads and planner.needs_heads():
+            pipe = self.client.pipeline(transaction=False)
+            for tag in self.shards.tags:
+                pipe.zrange(keys.heads(tag + spiderid), 0, 0, withscores=True)
+                pipe.zrange(keys.delayed(tag + spiderid), 0, 0, withscores=True)
+            replies = pipe.execute()
+            self.round_trips += 1
+            heads, delayed = replies[0::2], replies[1::2]
+            best = {t: (float(h[0][1]) if h else None) for t, h in zip(self.shards.tags, heads, strict=True)}
+            retries = {t: float(d[0][1]) for t, d in zip(self.shards.tags, delayed, strict=True) if d}
+            planner.learn_heads(best, retries, time.time())
+        return planner
+
+    # --- release, extend, throttle ---------------------------------------------------------------
     def release(self, leases: Sequence[Lease]) -> list[str]:
         """Return leases to their queues at once (clean shutdown); the attempt is not counted."""
         if not leases:
             return []
-        groups = ([*lease.head(), -int(lease.record.get("priority", 1))] for lease in leases)
-        self.round_trips += 1
-        return [_text(s) for s in self.scripts.release(args=self._flat([self.state_timeout], groups))]
+        pipe = self.client.pipeline(transaction=False)
+        calls = []
+        for tag, group, positions in self._tagged(leases, lambda lease: lease.tag):
+            groups = ([*lease.head(), -int(lease.record.get("priority", 1))] for lease in group)
+            calls.append(positions)
+            evalsha_in(pipe, self.scripts.release, self._route(tag), self._flat([self.state_timeout], groups))
+        return self._placed(len(leases), calls, self._execute(pipe))
 
     def extend(self, spiderid: str, leases: Sequence[Lease]) -> list[str]:
         """Push the deadlines of held leases to now + LEASE_TIMEOUT; returns the members lost."""
         if not leases:
             return []
-        self.round_trips += 1
-        lost = self.scripts.extend(args=[spiderid, self.lease_timeout, *(lease.member for lease in leases)])
-        return [_text(m) for m in lost]
+        pipe = self.client.pipeline(transaction=False)
+        for tag, group, _ in self._tagged(leases, lambda lease: lease.tag):
+            args = [tag + spiderid, self.lease_timeout, *(lease.member for lease in group)]
+            evalsha_in(pipe, self.scripts.extend, self._route(tag), args)
+        return [_text(m) for lost in self._execute(pipe) for m in lost]
 
-    def set_throttle_delay(self, throttle_key: str, seconds: float, ttl: int) -> None:
-        """Seconds between two hits of a throttle key cluster-wide (robots.txt Crawl-delay)."""
+    def set_throttle_delay(self, domain: str, throttle_key: str, seconds: float, ttl: int) -> None:
+        """Seconds between two hits of a domain's throttle key cluster-wide (robots.txt Crawl-delay)."""
         self.round_trips += 1
-        self.client.set(keys.throttle_delay(throttle_key), seconds, ex=ttl)
+        self.client.set(self.shards.tag(domain) + keys.throttle_delay(throttle_key), seconds, ex=ttl)
 
-    def _enqueue_argv(self, requests: Sequence[NewRequest]) -> list[Any]:
-        return self._flat(self._enqueue_head, (r.argv() for r in requests))
+    # --- helpers ---------------------------------------------------------------------------------
+    def _execute(self, pipe: Any) -> list[Any]:
+        self.round_trips += 1
+        try:
+            return list(pipe.execute())
+        except NoScriptError:
+            self.scripts.load(self.client)
+            return list(pipe.execute())
+
+    @staticmethod
+    def _route(tag: str) -> str:
+        """A key in the shard's slot: what a Redis Cluster client routes the script call by."""
+        return tag + "shoal:frontier"
+
+    def _enqueue_argv(self, tag: str, requests: Sequence[NewRequest]) -> list[Any]:
+        return self._flat(self._enqueue_head, (r.argv(tag) for r in requests))
+
+    @staticmethod
+    def _tagged(items: Sequence[T], tag_of: Callable[[T], str]) -> Iterable[tuple[str, list[T], list[int]]]:
+        """Items grouped by shard tag, with their positions in `items` (to put replies back in order)."""
+        groups: dict[str, tuple[list[T], list[int]]] = defaultdict(lambda: ([], []))
+        for position, item in enumerate(items):
+            group, positions = groups[tag_of(item)]
+            group.append(item)
+            positions.append(position)
+        return [(tag, group, positions) for tag, (group, positions) in groups.items()]
+
+    def _by_tag(self, items: Sequence[T], tag_of: Callable[[T], str]) -> list[tuple[str, list[T]]]:
+        return [(tag, group) for tag, group, _ in self._tagged(items, tag_of)]
+
+    @staticmethod
+    def _placed(size: int, positions: list[list[int]], replies: list[Any]) -> list[str]:
+        out = [""] * size
+        for places, reply in zip(positions, replies, strict=True):
+            for place, status in zip(places, reply, strict=True):
+                out[place] = _text(status)
+        return out
 
     @staticmethod
     def _flat(head: list[Any], groups: Any) -> list[Any]:
@@ -344,17 +319,27 @@ class Frontier:
         return args
 
 
-def _popped(spiderid: str, flat: list[Any]) -> Popped:
-    wait_ms, denied = int(flat[0]), int(flat[1])
+def _popped(spiderid: str, tag: str, flat: list[Any]) -> Popped:
+    wait_ms, denied, head = int(flat[0]), int(flat[1]), _text(flat[2])
     leases = []
-    for i in range(2, len(flat), 4):
+    for i in range(3, len(flat), 4):
         domain, member, payload, crawl = _text(flat[i]), _text(flat[i + 1]), flat[i + 2], _text(flat[i + 3])
         if not (payload and crawl):
             continue  # a member whose crawl or payload is gone: nothing to crawl; the reaper drops its lease
         appid, _, crawlid = crawl.partition("\t")
         record = crawl_request.restore(payload, spiderid, appid, crawlid, member)
-        leases.append(Lease(spiderid, domain, member, record))
-    return Popped(leases, None if wait_ms < 0 else wait_ms / 1000, denied)
+        leases.append(Lease(spiderid, domain, member, record, tag))
+    return Popped(leases, None if wait_ms < 0 else wait_ms / 1000, denied, float(head) if head else None)
+
+
+def _merged(pops: list[Popped]) -> Popped:
+    """One pop per shard as one: best priority first, the soonest wake-up, every denial."""
+    if len(pops) == 1:
+        return pops[0]
+    leases = [lease for p in pops for lease in p.leases]
+    leases.sort(key=lambda lease: (-int(lease.record.get("priority", 1)), lease.request_id))  # FIFO on ties
+    waits = [p.retry_after for p in pops if p.retry_after is not None]
+    return Popped(leases, min(waits) if waits else None, sum(p.denied for p in pops))
 
 
 def _text(value: bytes | str) -> str:

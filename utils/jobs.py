@@ -64,7 +64,8 @@ def add_job(pipe: Any, kind: str, request: dict[str, Any], origin: str) -> None:
     argv: list[Any] = [MARKER_TTL, STREAM_MAXLEN]
     for name, value in fields.items():
         argv.extend((name, value))
-    pipe.eval(source("add_job"), 2, keys.job_marker(origin), keys.JOBS, *argv)
+    # A plain EVAL command: Redis Cluster pipelines refuse `pipe.eval`; both keys share one slot.
+    pipe.execute_command("EVAL", source("add_job"), 2, keys.job_marker(origin), keys.JOBS, *argv)
 
 
 def _text(value: bytes | str) -> str:

@@ -125,8 +125,10 @@ def dead_letters(spiderid: str, appid: str, crawlid: str) -> str:
 
 
 def job_marker(origin: str) -> str:
-    """String set once per incoming message that became a job, so a replay adds no second job."""
-    return f"shoal:job:{origin}"
+    """String set once per incoming message that became a job, so a replay adds no second job.
+
+    Its hash tag is the jobs stream's name, so add_job.lua's two keys share a Redis Cluster slot."""
+    return f"shoal:job:{{{JOBS}}}:{origin}"
 
 
 TIMEOUTS = "shoal:timeouts"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> expiry (unix s): crawls with `expires`

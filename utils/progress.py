@@ -21,11 +21,13 @@ from typing import Any, TextIO
 
 import redis
 import ujson
+from redis.exceptions import RedisClusterException
 
 from utils import keys, schemas
 from utils.clients import RedisClient, redis_client
 from utils.errors import InvalidMessage
 from utils.settings import Settings
+from utils.shards import Shards
 
 PENDING = ("queued", "inflight", "retrying")
 PAGES = ("crawled", "failed", "dead")  # requests that ended as a page message or a dead letter
@@ -119,19 +121,39 @@ def parse(ref: CrawlRef, raw: dict[Any, Any]) -> Progress | None:
     return Progress(ref, counters, times)
 
 
-def read_many(client: RedisClient, refs: Iterable[CrawlRef]) -> list[Progress | None]:
-    """Each crawl's progress in one round trip."""
-    refs = list(refs)
+def read_many(client: RedisClient, refs: Iterable[CrawlRef], shards: Shards | None = None) -> list[Progress | None]:
+    """Each crawl's progress in one round trip, summed over the frontier's shards."""
+    refs, tags = list(refs), (shards or Shards.for_client(client)).tags
     if not refs:
         return []
     pipe = client.pipeline(transaction=False)
     for ref in refs:
-        pipe.hgetall(ref.key)
-    return [parse(ref, raw) for ref, raw in zip(refs, pipe.execute(), strict=True)]
+        for tag in tags:
+            pipe.hgetall(tag + ref.key)
+    raws = pipe.execute()
+    found = []
+    for i, ref in enumerate(refs):
+        parts = [p for p in (parse(ref, raw) for raw in raws[i * len(tags) : (i + 1) * len(tags)]) if p is not None]
+        found.append(merge(ref, parts))
+    return found
 
 
-def read(client: RedisClient, ref: CrawlRef) -> Progress | None:
-    return parse(ref, client.hgetall(ref.key))
+def read(client: RedisClient, ref: CrawlRef, shards: Shards | None = None) -> Progress | None:
+    return read_many(client, [ref], shards)[0]
+
+
+def merge(ref: CrawlRef, parts: list[Progress]) -> Progress | None:
+    """One crawl's progress from its shards' hashes: counters added, first start, last update."""
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    counters: dict[str, int] = {}
+    times: dict[str, float] = {}
+    for part in parts:
+        for name, n in part.counters.items():
+            counters[name] = counters.get(name, 0) + n
+        for name, at in part.times.items():
+            times[name] = min(times.get(name, at), at) if name == "started" else max(times.get(name, at), at)
+    return Progress(ref, counters, times)
 
 
 def live_crawls(client: RedisClient, since: float, limit: int = 200) -> list[CrawlRef]:
@@ -239,8 +261,8 @@ def render_crawls(settings: Settings, now: float | None = None) -> str:
     client = redis_client(settings)
     try:
         refs = live_crawls(client, now - settings.get_int("CRAWL_STATE_TIMEOUT"))
-        progresses = [p for p in read_many(client, refs) if p is not None]
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        progresses = [p for p in read_many(client, refs, Shards.from_settings(settings)) if p is not None]
+    except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as exc:
         return f"crawls: unknown, Redis does not answer ({exc})"
     finally:
         client.close()
@@ -298,13 +320,14 @@ def follow(
     interval: float = FOLLOW_INTERVAL,
     appear_timeout: float = FOLLOW_APPEAR_TIMEOUT,
     sleep: Callable[[float], None] = time.sleep,
+    shards: Shards | None = None,
 ) -> int:
     """Redraw the crawls' progress until all are finished: 0; 1 if one never appeared."""
     trackers = {ref: RateTracker(window) for ref in refs}
     screen, deadline = _Screen(out), time.monotonic() + appear_timeout
     while True:
         now = time.time()
-        progresses = read_many(client, refs)
+        progresses = read_many(client, refs, shards)
         lines = []
         for ref, progress in zip(refs, progresses, strict=True):
             if progress is None:
@@ -329,7 +352,9 @@ def follow_command(settings: Settings, args: argparse.Namespace, fed: Iterable[s
         return 2
     client = redis_client(settings)
     try:
-        return follow(client, refs, sys.stdout, settings.get_float("REST_RATE_WINDOW"))
+        return follow(
+            client, refs, sys.stdout, settings.get_float("REST_RATE_WINDOW"), shards=Shards.from_settings(settings)
+        )
     except KeyboardInterrupt:
         return 130
     finally:

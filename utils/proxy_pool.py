@@ -97,7 +97,7 @@ class ProxyPool:
 
     def ban(self, label: str, domain: str) -> Ban:
         args = [label, domain, self.cooldown, self.cooldown_max, self.global_domains, self.ttl]
-        ends, everywhere = self._ban(args=args)
+        ends, everywhere = self._ban(keys=[proxy_keys.proxy_state(label)], args=args)
         return Ban(float(ends), float(everywhere))
 
     def count(self, counts: Counter[tuple[str, str, str]]) -> None:

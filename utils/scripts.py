@@ -33,10 +33,12 @@ class Scripts:
             script.sha = client.script_load(script.script)
 
 
-def evalsha_in(pipe: Any, script: Any, args: list[Any]) -> None:
-    """Queue a script on a pipeline as a bare EVALSHA.
+def evalsha_in(pipe: Any, script: Any, route: str, args: list[Any]) -> None:
+    """Queue a script on a pipeline as a bare EVALSHA with one key, `route`.
 
-    redis-py's `script(client=pipe)` makes every `execute()` send SCRIPT EXISTS first: one more
-    round trip per flush. The caller handles NoScriptError (`Scripts.load`) instead.
+    redis-py's `script(client=pipe)` makes every `execute()` send SCRIPT EXISTS first (one more
+    round trip per flush) and is refused by a Redis Cluster pipeline; a plain EVALSHA command is
+    routed by its key (a key of the frontier shard the script works on). The caller handles
+    NoScriptError (`Scripts.load`).
     """
-    pipe.evalsha(script.sha, 0, *args)
+    pipe.execute_command("EVALSHA", script.sha, 1, route, *args)

@@ -10,10 +10,12 @@ from typing import Any
 
 from utils import crawl_request, keys
 from utils.clients import RedisClient
+from utils.shards import Shards
 
 
 def crawl_of(client: RedisClient, spiderid: str, member: str | bytes) -> tuple[str, str] | None:
-    """(appid, crawlid) of a queue member, or None when its crawl's code is unknown."""
+    """(appid, crawlid) of a queue member, or None when its crawl's code is unknown; `spiderid` with
+    its shard's tag in front on a Redis Cluster."""
     code = _text(member)[crawl_request.ID_DIGITS :]
     name = client.hget(keys.crawl_names(spiderid), code)
     if name is None:
@@ -25,20 +27,15 @@ def crawl_of(client: RedisClient, spiderid: str, member: str | bytes) -> tuple[s
 def read(client: RedisClient, spiderid: str, domain: str, member: str | bytes) -> dict[str, Any] | None:
     """The request a queue member stands for, as spiders see it; None if it is gone."""
     member = _text(member)
-    crawl = crawl_of(client, spiderid, member)
+    prefix = Shards.for_client(client).tag(domain) + spiderid  # the domain's shard's key names
+    crawl = crawl_of(client, prefix, member)
     if crawl is None:
         return None
     field = member[: crawl_request.ID_DIGITS] + domain
-    payload = client.hget(keys.crawl_requests(spiderid, *crawl), field)
+    payload = client.hget(keys.crawl_requests(prefix, *crawl), field)
     if payload is None:
         return None
     return crawl_request.restore(payload, spiderid, crawl[0], crawl[1], member)
-
-
-def member_of(client: RedisClient, spiderid: str, appid: str, crawlid: str, request_id: str) -> str | None:
-    """The queue member of a crawl's request id, or None when the crawl has no code."""
-    code = client.hget(keys.crawl_codes(spiderid), f"{appid}\t{crawlid}")
-    return None if code is None else request_id[: crawl_request.ID_DIGITS] + _text(code)
 
 
 def _text(value: str | bytes) -> str:

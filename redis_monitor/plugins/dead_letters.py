@@ -74,9 +74,9 @@ class DeadLetterMonitor:
         for start in range(0, len(raw), REPLAY_CHUNK):
             requests = [r for r in (_request_of(ujson.loads(x)) for x in raw[start : start + REPLAY_CHUNK]) if r]
             replayed += sum(s == "queued" for s in self.frontier.enqueue(requests))
-        pipe = self.redis.pipeline(transaction=True)
+        pipe = self.redis.pipeline(transaction=False)  # two slots on a Redis Cluster
         pipe.ltrim(key, 0, -len(raw) - 1)  # newer records were pushed in front: keep those
-        progress = keys.crawl_progress(spiderid, appid, crawlid)
+        progress = self.frontier.shards.tags[0] + keys.crawl_progress(spiderid, appid, crawlid)  # summed over shards
         pipe.hincrby(progress, "dead", -replayed)
         pipe.hincrby(progress, "replayed", replayed)
         pipe.hdel(progress, "finished")  # it may finish (and be announced) again

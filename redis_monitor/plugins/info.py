@@ -26,6 +26,7 @@ class InfoMonitor:
 
     def __init__(self, context: Context) -> None:
         self.redis = context.redis
+        self.shards = context.shards
 
     @classmethod
     def from_settings(cls, settings: Settings, context: Context) -> InfoMonitor:
@@ -45,13 +46,13 @@ class InfoMonitor:
         return [answer]
 
     def crawl_info(self, job: Job, ref: CrawlRef) -> dict[str, Any]:
-        view = crawl_info.crawl_view(self.redis, ref)
+        view = crawl_info.crawl_view(self.redis, ref, self.shards)
         answer = action_answer(
             job,
             total_pending=view["total"],
             total_domains=len(view["domains"]),
             domains=view["domains"],
-            progress=crawl_info.progress_view(self.redis, ref),
+            progress=crawl_info.progress_view(self.redis, ref, self.shards),
         )
         del answer["action"]  # Scrapy Cluster's info answers carry no "action"
         expires = self.redis.get(keys.timeout(*_parts(ref)))
@@ -63,9 +64,9 @@ class InfoMonitor:
         sid = job.request["spiderid"]
         crawlids: dict[str, Any] = {}
         for ref in self._app_crawls(sid, job.appid):
-            view = crawl_info.crawl_view(self.redis, ref)
+            view = crawl_info.crawl_view(self.redis, ref, self.shards)
             entry = {"total": view["total"], "distinct_domains": len(view["domains"]), "domains": view["domains"]}
-            entry["progress"] = crawl_info.progress_view(self.redis, ref)
+            entry["progress"] = crawl_info.progress_view(self.redis, ref, self.shards)
             if view["total"] == 0 and entry["progress"]["pending"] == 0:
                 continue  # nothing left of it: Scrapy Cluster listed crawls with queued requests only
             expires = self.redis.get(keys.timeout(*_parts(ref)))

@@ -50,15 +50,17 @@ class ReaperMonitor:
             return 0
         done = 0
         for spiderid in sorted(self.redis.smembers(keys.SPIDERS)):
-            settled = self.reap(spiderid)
-            if settled == self.batch:
-                self.every.again_now()
-            done += settled
+            for tag in self.context.shards.tags:
+                settled = self.reap(spiderid, tag)
+                if settled == self.batch:
+                    self.every.again_now()
+                done += settled
         return done
 
-    def reap(self, spiderid: str) -> int:
-        """One reap.lua call: re-queue or dead-letter up to REAPER_BATCH expired leases."""
-        flat = self.script(args=[spiderid, self.batch, self.retry_times, self.state_ttl])
+    def reap(self, spiderid: str, tag: str = "") -> int:
+        """One reap.lua call in one frontier shard: re-queue or dead-letter up to REAPER_BATCH expired leases."""
+        args = [tag + spiderid, self.batch, self.retry_times, self.state_ttl]
+        flat = self.script(keys=[tag + "shoal:frontier"], args=args)
         dead = []
         for i in range(0, len(flat), 5):
             status, domain, member, payload, crawl = flat[i : i + 5]

@@ -26,7 +26,11 @@ class StatsMonitor:
     def from_settings(cls, settings: Settings, context: Context) -> StatsMonitor:
         config = StatsConfig.from_settings(settings)
         pool = ProxyPool.from_settings(settings, context.redis)
-        return cls(StatsReport(context.redis, config, settings.get_int("HEARTBEAT_TIMEOUT"), proxy_pool=pool))
+        return cls(
+            StatsReport(
+                context.redis, config, settings.get_int("HEARTBEAT_TIMEOUT"), proxy_pool=pool, shards=context.shards
+            )
+        )
 
     def accepts(self, job: Job) -> bool:
         return job.kind == "stats"

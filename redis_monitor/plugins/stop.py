@@ -51,4 +51,9 @@ class StopMonitor:
 
 
 def purger_of(settings: Settings, context: Context) -> Purger:
-    return Purger(context.redis, settings.get_int("STOP_BLACKLIST_TTL"), settings.get_int("CRAWL_STATE_TIMEOUT"))
+    return Purger(
+        context.redis,
+        settings.get_int("STOP_BLACKLIST_TTL"),
+        settings.get_int("CRAWL_STATE_TIMEOUT"),
+        shards=context.shards,
+    )

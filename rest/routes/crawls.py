@@ -21,6 +21,7 @@ from rest.submit import submit
 from rest.validation import check
 from utils import progress
 from utils.progress import CrawlRef, RateTracker
+from utils.shards import Shards
 
 router = APIRouter(tags=["crawls"])
 KEEPALIVE = 15.0  # seconds: a progress event is sent at least this often, changed or not
@@ -50,7 +51,7 @@ async def list_crawls(
 ) -> JSONResponse:
     def read() -> list[dict[str, Any]]:
         refs = progress.live_crawls(gw.redis, time.time() - gw.settings.get_int("CRAWL_STATE_TIMEOUT"), limit)
-        found = [p for p in progress.read_many(gw.redis, refs) if p is not None]
+        found = [p for p in progress.read_many(gw.redis, refs, Shards.from_settings(gw.settings)) if p is not None]
         return [_snapshot(gw, p) for p in found if not (running and p.finished)]
 
     return success(await asyncio.to_thread(read))
@@ -58,7 +59,7 @@ async def list_crawls(
 
 @router.get("/crawls/{appid}/{crawlid}", summary="A crawl's progress, pages/s and ETA", responses=ENVELOPE_RESPONSES)
 async def crawl_progress(gw: GatewayDep, ref: CrawlDep) -> JSONResponse:
-    found = await asyncio.to_thread(progress.read, gw.redis, ref)
+    found = await asyncio.to_thread(progress.read, gw.redis, ref, Shards.from_settings(gw.settings))
     if found is None:
         raise ApiError(404, NO_CRAWL)
     return success(_snapshot(gw, found))
@@ -96,7 +97,7 @@ async def crawl_events(gw: GatewayDep, ref: CrawlDep) -> AsyncIterable[ServerSen
         last: dict[str, Any] | None = None
         sent_at = 0.0
         while True:
-            found = await asyncio.to_thread(progress.read, gw.redis, ref)
+            found = await asyncio.to_thread(progress.read, gw.redis, ref, Shards.from_settings(gw.settings))
             if found is None:
                 yield ServerSentEvent(event="gone", data={"appid": ref.appid, "crawlid": ref.crawlid})
                 return

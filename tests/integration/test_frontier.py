@@ -7,6 +7,7 @@ import time
 import pytest
 import redis
 
+from tests.support.frontier_keys import crawl_counters, in_shard
 from utils import crawl_request, keys, stored_requests
 from utils.fingerprint import fingerprint
 from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy
@@ -29,8 +30,7 @@ def frontier(redis_db: redis.Redis) -> Frontier:
 
 
 def progress(client: redis.Redis, crawlid: str = "c1") -> dict[str, int]:
-    raw = client.hgetall(keys.crawl_progress("link", "app", crawlid))
-    return {k.decode(): int(float(v)) for k, v in raw.items() if k.decode() not in {"spiderid", "appid", "crawlid"}}
+    return crawl_counters(client, "link", "app", crawlid)
 
 
 def urls(frontier: Frontier, n: int = 50, policy: ThrottlePolicy = OPEN) -> list[str]:
@@ -39,11 +39,12 @@ def urls(frontier: Frontier, n: int = 50, policy: ThrottlePolicy = OPEN) -> list
 
 def test_queue_keys_keep_scrapy_cluster_names_and_scores(frontier: Frontier, redis_db: redis.Redis) -> None:
     assert frontier.enqueue([new("http://a.com/1", "a.com", priority=90)]) == ["queued"]
-    ((member, score),) = redis_db.zrange(keys.queue("link", "a.com"), 0, -1, withscores=True)
+    queue = in_shard(redis_db, keys.queue("link", "a.com"), "a.com")
+    ((member, score),) = redis_db.zrange(queue, 0, -1, withscores=True)
     assert score == -90
     stored = stored_requests.read(redis_db, "link", "a.com", member)
     assert stored["url"] == "http://a.com/1"
-    assert redis_db.zscore(keys.heads("link"), "a.com") == -90
+    assert redis_db.zscore(in_shard(redis_db, keys.heads("link"), "a.com"), "a.com") == -90
     assert redis_db.sismember(keys.SPIDERS, "link")
 
 
@@ -66,7 +67,7 @@ def test_duplicates_page_limits_and_stopped_crawls_are_dropped_and_counted(
          new("http://a.com/2", "a.com", max_pages=2), new("http://a.com/3", "a.com", max_pages=2)]
     )  # fmt: skip
     assert statuses == ["duplicate", "queued", "queued", "page_limit"]
-    redis_db.zadd(keys.stopped("link"), {"app||c1": time.time() + 60})
+    redis_db.zadd(in_shard(redis_db, keys.stopped("link"), "a.com"), {"app||c1": time.time() + 60})
     assert frontier.enqueue([new("http://a.com/4", "a.com")]) == ["blacklist"]
     assert frontier.enqueue([new("http://a.com/5", "a.com", seed=True)]) == ["queued"]  # seeds always queue
     counts = progress(redis_db)
@@ -76,7 +77,7 @@ def test_duplicates_page_limits_and_stopped_crawls_are_dropped_and_counted(
         1,
         1,
     )
-    assert redis_db.ttl(keys.dupefilter("link", "c1")) > 0
+    assert redis_db.ttl(in_shard(redis_db, keys.dupefilter("link", "c1"), "a.com")) > 0
 
 
 def test_a_replayed_kafka_offset_is_not_queued_twice(frontier: Frontier) -> None:
@@ -90,7 +91,7 @@ def test_pop_leases_and_ack_settles_exactly_once(frontier: Frontier, redis_db: r
     frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(3)])
     leases = frontier.pop("link", 2, OPEN).leases
     assert len(leases) == 2
-    deadlines = redis_db.zrange(keys.inflight("link"), 0, -1, withscores=True)
+    deadlines = redis_db.zrange(in_shard(redis_db, keys.inflight("link"), "a.com"), 0, -1, withscores=True)
     assert len(deadlines) == 2
     assert all(d > time.time() + 20 for _, d in deadlines)
     assert progress(redis_db)["inflight"] == 2
@@ -98,7 +99,7 @@ def test_pop_leases_and_ack_settles_exactly_once(frontier: Frontier, redis_db: r
     assert frontier.ack([Ack.of(leases[0])]) == ["unknown"]
     counts = progress(redis_db)
     assert (counts["queued"], counts["inflight"], counts["crawled"], counts["failed"]) == (1, 0, 1, 1)
-    assert redis_db.hlen(keys.crawl_requests("link", "app", "c1")) == 1
+    assert redis_db.hlen(in_shard(redis_db, keys.crawl_requests("link", "app", "c1"), "a.com")) == 1
 
 
 def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_on_pops(
@@ -109,13 +110,13 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
     policy = ThrottlePolicy(key_prefix="link:", hits=2, window=60, moderated=False)
     got = urls(frontier, 10, policy)
     assert got == ["http://a.com/0", "http://a.com/1", "http://b.com/0", "http://b.com/1"]
-    assert redis_db.zcard(keys.throttle_window("link:a.com")) == 2
+    assert redis_db.zcard(in_shard(redis_db, keys.throttle_window("link:a.com"), "a.com")) == 2
     popped = frontier.pop("link", 10, policy)
     assert popped.leases == []
     assert popped.denied == 2  # both domains have work their throttle holds back (a metric)
     assert popped.retry_after is not None
     assert 55 < popped.retry_after <= 60
-    redis_db.delete(keys.throttle_window("link:c.com"))
+    redis_db.delete(in_shard(redis_db, keys.throttle_window("link:c.com"), "c.com"))
     assert (
         frontier.pop("link", 1, ThrottlePolicy(hits=2, window=60, blacklist=frozenset({"a.com", "b.com"}))).leases == []
     )

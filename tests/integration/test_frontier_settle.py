@@ -9,10 +9,12 @@ import pytest
 import redis
 
 from tests.integration.test_frontier import OPEN, new, progress
+from tests.support.frontier_keys import in_shard
 from tests.support.services import wait_until
 from utils import crawl_request, keys
 from utils.fingerprint import bloom_size, fingerprint
 from utils.frontier import Ack, Frontier, NewRequest, Retry, Settlement, ThrottlePolicy
+from utils.shards import Shards
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +34,7 @@ def test_a_retry_waits_in_delayed_then_returns_with_lower_priority_and_one_more_
     assert frontier.retry([Retry(lease, record, delay=0.6)]) == ["unknown"]  # no longer held
     counts = progress(redis_db)
     assert (counts["queued"], counts["inflight"], counts["retrying"]) == (0, 0, 1)
-    assert redis_db.zcard(keys.delayed("link")) == 1
+    assert redis_db.zcard(in_shard(redis_db, keys.delayed("link"), "a.com")) == 1
 
     early = frontier.pop("link", 1, OPEN)
     assert early.leases == []
@@ -51,7 +53,7 @@ def test_release_puts_leases_back_first_in_line_without_counting_an_attempt(
     leases = frontier.pop("link", 2, OPEN).leases
     assert frontier.release(leases) == ["released", "released"]
     assert frontier.release(leases[:1]) == ["unknown"]
-    assert redis_db.zcard(keys.inflight("link")) == 0
+    assert redis_db.zcard(in_shard(redis_db, keys.inflight("link"), "a.com")) == 0
     again = frontier.pop("link", 3, OPEN).leases
     assert [lease.record["url"] for lease in again] == [f"http://a.com/{i}" for i in range(3)]
     assert all(lease.record.get("attempt", 0) == 0 for lease in again)
@@ -62,10 +64,10 @@ def test_extend_pushes_held_deadlines_and_reports_reaped_leases(frontier: Fronti
     frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(2)])
     short = Frontier(redis_db, lease_timeout=1)
     first, second = short.pop("link", 2, OPEN).leases
-    redis_db.zrem(keys.inflight("link"), second.member)  # as the reaper would
+    redis_db.zrem(in_shard(redis_db, keys.inflight("link"), "a.com"), second.member)  # as the reaper would
     assert frontier.extend("link", [first, second]) == [second.member]
-    assert redis_db.zscore(keys.inflight("link"), first.member) > time.time() + 25
-    assert redis_db.zscore(keys.inflight("link"), second.member) is None
+    assert redis_db.zscore(in_shard(redis_db, keys.inflight("link"), "a.com"), first.member) > time.time() + 25
+    assert redis_db.zscore(in_shard(redis_db, keys.inflight("link"), "a.com"), second.member) is None
 
 
 def test_expired_and_refused_children_are_dropped_and_counted(frontier: Frontier, redis_db: redis.Redis) -> None:
@@ -134,7 +136,7 @@ def test_a_retry_after_holds_the_domain_back_and_a_crawl_delay_spaces_its_hits(
     assert held.leases == []
     assert held.retry_after is not None and held.retry_after > 0.5  # noqa: PT018
     wait_until(lambda: frontier.pop("link", 1, policy).leases, timeout=5)
-    frontier.set_throttle_delay(policy.key("a.com"), 0.5, ttl=60)
+    frontier.set_throttle_delay("a.com", policy.key("a.com"), 0.5, ttl=60)
     popped_at = []
     deadline = time.monotonic() + 5
     while len(popped_at) < 3 and time.monotonic() < deadline:
@@ -164,9 +166,9 @@ def test_bloom_dupefilter_is_under_2_bytes_per_url_at_its_false_positive_rate(re
         inserted += frontier.enqueue(batch[start : start + 3000])
     assert inserted.count("duplicate") <= n * 0.001  # false positives while it fills up
     assert frontier.enqueue(batch[:50]) == ["duplicate"] * 50
-    bloom_key = keys.dupefilter("link", "bl") + ":bloom"
+    bloom_key = in_shard(redis_db, keys.bloom_dupefilter("link", "bl"), "a.com")
     assert redis_db.memory_usage(bloom_key, samples=0) / n <= 2.0
-    assert not redis_db.exists(keys.dupefilter("link", "bl"))
+    assert not redis_db.exists(in_shard(redis_db, keys.dupefilter("link", "bl"), "a.com"))
     # Probing adds what it probes, so only a few: the filter stays near its capacity. (Check-only,
     # 100,000 probes of this hashing measure 0.109 %.)
     fresh = [new(f"http://b.com/{i}", "b.com", crawlid="bl") for i in range(3000)]
@@ -181,8 +183,8 @@ def test_a_crawl_picks_bloom_mode_in_its_request(frontier: Frontier, redis_db: r
     seed = NewRequest("link", "a.com", 1, "app", "pick", crawl_request.encode(record), fingerprint("http://a.com/"),
                       seed=True)  # fmt: skip
     assert frontier.enqueue([seed]) == ["queued"]
-    assert redis_db.exists(keys.dupefilter("link", "pick") + ":bloom")
-    assert not redis_db.exists(keys.dupefilter("link", "pick"))
+    assert redis_db.exists(in_shard(redis_db, keys.bloom_dupefilter("link", "pick"), "a.com"))
+    assert not redis_db.exists(in_shard(redis_db, keys.dupefilter("link", "pick"), "a.com"))
 
 
 def test_duplicates_dropped_by_a_spider_are_counted_in_the_same_flush(
@@ -191,4 +193,4 @@ def test_duplicates_dropped_by_a_spider_are_counted_in_the_same_flush(
     frontier.enqueue([new("http://a.com/", "a.com")])
     frontier.settle(Settlement(duplicates={("link", "app", "c1"): 5}))
     assert progress(redis_db)["dropped_duplicate"] == 5
-    assert redis_db.ttl(keys.crawl_progress("link", "app", "c1")) > 0
+    assert redis_db.ttl(Shards.for_client(redis_db).tags[0] + keys.crawl_progress("link", "app", "c1")) > 0

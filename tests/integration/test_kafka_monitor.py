@@ -18,6 +18,7 @@ import pytest
 from kafka_monitor.batch import Batch, Origin
 from kafka_monitor.monitor import KafkaMonitor
 from tests.support.cluster import TestCluster
+from tests.support.frontier_keys import every_key, in_shard, progress_hash
 from tests.support.kafka import produce
 from tests.support.services import wait_until
 from utils import crawl_request, keys, stored_requests
@@ -65,7 +66,8 @@ def test_the_crawl_example_is_queued_with_defaults_ts_and_expiry(cluster: TestCl
     assert drain(monitor, 1) == 1
 
     r = redis_client(cluster.settings)
-    ((member, score),) = r.zrange(keys.queue("link", "dmoztools.net"), 0, -1, withscores=True)
+    queue = in_shard(r, keys.queue("link", "dmoztools.net"), "dmoztools.net")
+    ((member, score),) = r.zrange(queue, 0, -1, withscores=True)
     assert score == -90
     stored = crawl_request.from_record(stored_requests.read(r, "link", "dmoztools.net", member))
     for field, value in {**request, "spiderid": "link", "domain_max_pages": None, "allowed_domains": None,
@@ -77,7 +79,7 @@ def test_the_crawl_example_is_queued_with_defaults_ts_and_expiry(cluster: TestCl
     assert r.get(timeout_key) == str(request["expires"]).encode()
     assert 3600 < r.ttl(timeout_key) <= 3600 + cluster.settings.get_int("CRAWL_STATE_TIMEOUT")
     assert r.zscore(keys.TIMEOUTS, keys.crawl_member("link", "testapp", "abc123")) == request["expires"]
-    progress = r.hgetall(keys.crawl_progress("link", "testapp", "abc123"))
+    progress = progress_hash(r, "link", "testapp", "abc123")
     assert progress[b"queued"] == b"1" and progress[b"enqueued"] == b"1"  # noqa: PT018
 
     (ack,) = outbound.wait_for(lambda got: len(got) >= 1, timeout=15)
@@ -89,7 +91,7 @@ def test_a_crawl_without_expires_or_uuid_sets_no_timeout_and_sends_no_answer(clu
     feed(cluster, [{"url": "example.com/a", "appid": "testapp", "crawlid": "plain"}])
     assert drain(monitor, 1) == 1
     r = redis_client(cluster.settings)
-    (member,) = r.zrange(keys.queue("link", "example.com"), 0, -1)
+    (member,) = r.zrange(in_shard(r, keys.queue("link", "example.com"), "example.com"), 0, -1)
     assert stored_requests.read(r, "link", "example.com", member)["url"] == "http://example.com/a"
     assert r.exists(keys.timeout("link", "testapp", "plain")) == 0
 
@@ -169,7 +171,7 @@ def test_every_rejected_message_is_answered_and_dead_lettered(cluster: TestClust
         assert isinstance(answer["server_time"], int)
         assert letter["source"] == "kafka-monitor" and message in letter["error"]  # noqa: PT018
         assert letter["topic"] == cluster.settings.incoming_topic
-    assert not redis_client(cluster.settings).keys("link:*")  # nothing queued
+    assert not every_key(redis_client(cluster.settings), "*link:*")  # nothing queued (in any shard)
     assert not jobs(cluster)
 
 
@@ -222,9 +224,9 @@ def test_a_batch_replayed_after_a_crash_queues_and_adds_nothing_twice(cluster: T
     finally:
         again.close()
     r = redis_client(cluster.settings)
-    queued = sum(r.zcard(keys.queue("link", f"site{i}.com")) for i in range(3))
+    queued = sum(r.zcard(in_shard(r, keys.queue("link", f"site{i}.com"), f"site{i}.com")) for i in range(3))
     assert queued == 30
-    progress = r.hgetall(keys.crawl_progress("link", "testapp", "replay"))
+    progress = progress_hash(r, "link", "testapp", "replay")
     assert (progress[b"enqueued"], progress[b"queued"]) == (b"30", b"30")
     assert not any(k.startswith(b"dropped") for k in progress)
     assert sorted(job.uuid for job in jobs(cluster)) == ["abc12334", "hij1"]
@@ -245,7 +247,7 @@ def test_stats_counters_heartbeat_and_state_all_expire(cluster: TestCluster, cap
     base = "stats:kafka-monitor:"
     for name, count in (("total", 4), ("fail", 2), ("ScraperHandler", 1), ("StatsHandler", 1)):
         assert r.get(f"{base}{name}:lifetime") == str(count).encode(), name
-    written = [k.decode() for k in r.keys(f"{base}*")] + ["stats:index", "stats:heartbeats"]
+    written = [k.decode() for k in every_key(r, f"{base}*")] + ["stats:index", "stats:heartbeats"]
     assert any(":self:" in k for k in written) and any(":state:" in k for k in written)  # noqa: PT018
     for key in written:
         assert r.ttl(key) > 0, f"{key} has no TTL"
@@ -280,7 +282,7 @@ def test_backpressure_pauses_consumption_and_resumes_below_the_low_mark(
     caplog.set_level(logging.INFO, logger="kafka_monitor")
     crawl = [{"url": f"http://a.example.com/{i}", "appid": "testapp", "crawlid": "bp"} for i in range(15)]
     r = redis_client(cluster.settings)
-    queue = keys.queue("link", "example.com")
+    queue = in_shard(r, keys.queue("link", "example.com"), "example.com")
     km = KafkaMonitor.from_settings(settings)
     try:
         feed(cluster, crawl[:5])
@@ -291,7 +293,7 @@ def test_backpressure_pauses_consumption_and_resumes_below_the_low_mark(
         while time.monotonic() < deadline:
             assert km.run_once() == 0
         assert r.zcard(queue) == 5
-        state = next(k for k in r.keys("stats:kafka-monitor:state:*"))
+        state = next(k for k in every_key(r, "stats:kafka-monitor:state:*"))
         assert r.hget(state, "backpressure") == b"paused" and r.hget(state, "backpressure_backlog") == b"5"  # noqa: PT018
         r.zremrangebyrank(queue, 0, 3)  # crawlers took four: the backlog (1) is under the low mark
         assert drain(km, 10) == 10

@@ -21,10 +21,12 @@ import pytest
 
 from tests.integration.test_kafka_monitor_outage import committed_offsets
 from tests.support.cluster import Component, TestCluster
+from tests.support.frontier_keys import in_shard, progress_hash
 from tests.support.kafka import produce
 from tests.support.services import wait_until
 from utils import keys, stored_requests
 from utils.clients import ensure_topics, redis_client
+from utils.shards import Shards
 
 pytestmark = pytest.mark.integration
 
@@ -64,8 +66,9 @@ def written_not_committed(cluster: TestCluster, partitions: set[int]) -> bool:
     committed = committed_offsets(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.get_str("KAFKA_GROUP"),
                                   topic)  # fmt: skip
     for partition in partitions:
-        mark = r.get(keys.ingest_offset(topic, partition))
-        if mark is not None and int(mark) >= committed.get(partition, 0):
+        key = keys.ingest_offset(topic, partition)
+        marks = [r.get(tag + key) for tag in Shards.for_client(r).tags]  # one mark per frontier shard
+        if any(mark is not None and int(mark) >= committed.get(partition, 0) for mark in marks):
             return True
     return False
 
@@ -86,7 +89,7 @@ def kill_mid_batch(cluster: TestCluster, victim: Component, timeout: float = 30)
 
 def enqueued(cluster: TestCluster) -> int:
     r = redis_client(cluster.settings)
-    return sum(int(r.hget(keys.crawl_progress("link", "burst", c), "enqueued") or 0) for c in CRAWLS)
+    return sum(int(progress_hash(r, "link", "burst", c).get(b"enqueued") or 0) for c in CRAWLS)
 
 
 @pytest.mark.timeout(180)
@@ -121,7 +124,7 @@ def test_two_monitors_share_a_burst_and_a_killed_ones_batch_is_replayed_once(clu
     assert enqueued(cluster) == MESSAGES  # nothing counted twice
     urls, ids = [], set()
     for domain in DOMAINS:
-        for member in r.zrange(keys.queue("link", domain), 0, -1):
+        for member in r.zrange(in_shard(r, keys.queue("link", domain), domain), 0, -1):
             record = stored_requests.read(r, "link", domain, member)
             assert record is not None
             urls.append(record["url"])

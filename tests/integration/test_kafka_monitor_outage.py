@@ -50,6 +50,7 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.single_redis  # a redis-server of its own, stopped and started
 def test_redis_outage_holds_the_batch_and_resumes_without_loss_or_reordering(
     cluster: TestCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -102,6 +103,7 @@ def _logged(caplog: pytest.LogCaptureFixture, message: str) -> int:
     return sum(1 for record in caplog.records if record.getMessage() == message)
 
 
+@pytest.mark.single_redis  # a redis-server of its own, stopped and started
 def test_no_batch_is_written_past_one_that_failed(cluster: TestCluster, tmp_path: Path) -> None:
     """Batch A fails to stream, Redis comes back, batch B is sent: B must wait for A's rewrite, or
     the offset check would take A's (lower) offsets for a replay and drop them."""

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import REPO, TestCluster
+from tests.support.frontier_keys import in_shard
 from tests.support.kafka import produce
 
 pytestmark = pytest.mark.integration
@@ -108,4 +109,9 @@ def test_burst_mode_processes_what_the_topic_holds_and_exits(cluster: TestCluste
     produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.incoming_topic, crawls)
     done = shoal(cluster, "kafka-monitor", "--burst")
     assert done.returncode == 0, done.stdout[-2000:]
-    assert redis_client(cluster.settings).zcard(keys.queue("link", "burst.com")) == 50
+    assert (
+        redis_client(cluster.settings).zcard(
+            in_shard(redis_client(cluster.settings), keys.queue("link", "burst.com"), "burst.com")
+        )
+        == 50
+    )

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.cluster import TestCluster
+from tests.support.frontier_keys import crawl_counters
 from tests.support.kafka import produce
-from utils import keys
+from utils.clients import redis_client
 from utils.demosite import SiteServer, generate_site
 from utils.metrics import register_frontier_collector, start_metrics_server, stop_metrics_server
 from utils.metrics import unregister_frontier_collector as unregister
@@ -111,15 +111,12 @@ def test_queue_metrics_rise_during_a_crawl_and_return_to_zero(
     assert peaks["inflight"] >= 1
     assert len(backlog_domains) == 2  # both hosts of the site had their own backlog series
     assert now["domains"] == {}
-    progress = {k.decode(): v.decode() for k, v in cluster_redis(cluster).hgetall(
-        keys.crawl_progress("link", "metrics", "m1")).items()}  # fmt: skip
-    assert (progress["queued"], progress["inflight"]) == ("0", "0")  # the crawl's own counters agree
+    progress = crawl_counters(redis_client(cluster.settings), "link", "metrics", "m1")
+    assert (progress["queued"], progress["inflight"]) == (0, 0)  # the crawl's own counters agree
     settled = int(progress["crawled"]) + int(progress.get("dropped_robots", 0))
     assert settled == int(progress["enqueued"]) >= len(expected) - 5, progress
     firehose.wait_for(lambda got: len(got) >= int(progress["crawled"]), 30)
 
 
-def cluster_redis(cluster: TestCluster) -> redis.Redis:
-    settings = cluster.settings
-    return redis.Redis(host=settings.get_str("REDIS_HOST"), port=settings.get_int("REDIS_PORT"),
-                       db=settings.get_int("REDIS_DB"))  # fmt: skip
+def cluster_redis(cluster: TestCluster) -> Any:
+    return redis_client(cluster.settings)

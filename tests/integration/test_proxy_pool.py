@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from tests.support.cluster import REPO
+from tests.support.frontier_keys import every_key
 from utils import proxy_keys
 from utils.proxy_pool import ProxyPool, parse_proxy_list
 
@@ -66,15 +67,17 @@ def test_counters_and_state_never_show_credentials(redis_db: redis.Redis) -> Non
     assert rows["http://127.0.0.1:1"]["bans"] == 1
     assert set(rows["http://127.0.0.1:1"]["quarantined_domains"]) == {"a.test"}
     assert rows["http://127.0.0.1:2"]["bans"] == 0
-    assert all(b"s3cret" not in key and b"user" not in key for key in redis_db.keys("*"))
+    assert all(b"s3cret" not in key and b"user" not in key for key in every_key(redis_db))
 
 
-def test_shoal_proxies_lists_the_pool(redis_db: redis.Redis, services) -> None:
+def test_shoal_proxies_lists_the_pool(redis_db: redis.Redis, services, backend_settings: dict[str, str]) -> None:
     pool = make_pool(redis_db)
     pool.ban("http://127.0.0.1:1", "a.test")
-    db = redis_db.connection_pool.connection_kwargs["db"]
-    env = {"SHOAL_REDIS_HOST": services.redis.host, "SHOAL_REDIS_PORT": str(services.redis.port),
-           "SHOAL_REDIS_DB": str(db), "SHOAL_PROXY_LIST": PROXIES, "PATH": "/usr/bin:/bin"}  # fmt: skip
+    where = backend_settings or {
+        "REDIS_HOST": services.redis.host, "REDIS_PORT": str(services.redis.port),
+        "REDIS_DB": str(redis_db.connection_pool.connection_kwargs["db"]),
+    }  # fmt: skip
+    env = {**{f"SHOAL_{k}": v for k, v in where.items()}, "SHOAL_PROXY_LIST": PROXIES, "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-m", "utils.cli", "proxies"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     lines = out.stdout.splitlines()

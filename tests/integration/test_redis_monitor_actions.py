@@ -16,6 +16,7 @@ from tests.integration.test_redis_monitor_helpers import (
     seed,
 )
 from tests.support.cluster import TestCluster
+from tests.support.frontier_keys import in_shard, progress_hash, shard_sum
 from utils import crawl_request, keys, stored_requests
 from utils.clients import redis_client
 from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy
@@ -41,13 +42,13 @@ def info(crawlid: str | None = None, uuid: str | None = None) -> dict:
 
 def delay_lowest(r, domain: str, priority: int) -> None:
     """Move a domain's last request to the delayed set with a new priority (retry.lua's layout)."""
-    ((member, _),) = r.zrange(keys.queue("link", domain), -1, -1, withscores=True)
+    ((member, _),) = r.zrange(in_shard(r, keys.queue("link", domain), domain), -1, -1, withscores=True)
     record = stored_requests.read(r, "link", domain, member)
-    r.zrem(keys.queue("link", domain), member)
-    r.zadd(keys.delayed("link"), {f"{domain}\t{member}": time.time() + 60})
-    requests = keys.crawl_requests("link", record["appid"], record["crawlid"])
+    r.zrem(in_shard(r, keys.queue("link", domain), domain), member)
+    r.zadd(in_shard(r, keys.delayed("link"), domain), {f"{domain}\t{member}": time.time() + 60})
+    requests = in_shard(r, keys.crawl_requests("link", record["appid"], record["crawlid"]), domain)
     r.hset(requests, member[:16] + domain, crawl_request.encode({**record, "priority": priority}))
-    progress = keys.crawl_progress("link", record["appid"], record["crawlid"])
+    progress = in_shard(r, keys.crawl_progress("link", record["appid"], record["crawlid"]), domain)
     r.hincrby(progress, "queued", -1)
     r.hincrby(progress, "retrying", 1)
 
@@ -123,18 +124,20 @@ def test_stop_purges_exactly_the_crawls_requests_and_refuses_its_children(cluste
 
     assert set(answer) == {"action", "spiderid", "appid", "crawlid", "total_purged", "uuid", "server_time"}
     assert (answer["action"], answer["total_purged"]) == ("stop", 5)  # 3 queued, 1 delayed, 1 in flight
-    assert r.zcard(keys.inflight("link")) == r.zcard(keys.delayed("link")) == 0
-    assert r.exists(keys.crawl_requests("link", "testapp", "ABC123")) == 0
-    assert r.exists(keys.queue("link", "b.org")) == 0
-    assert r.zscore(keys.heads("link"), "b.org") is None
-    ((left, score),) = r.zrange(keys.queue("link", "a.com"), 0, -1, withscores=True)  # a domain both share
+    assert shard_sum(r, "zcard", keys.inflight("link")) == shard_sum(r, "zcard", keys.delayed("link")) == 0
+    assert shard_sum(r, "exists", keys.crawl_requests("link", "testapp", "ABC123")) == 0
+    assert r.exists(in_shard(r, keys.queue("link", "b.org"), "b.org")) == 0
+    assert r.zscore(in_shard(r, keys.heads("link"), "b.org"), "b.org") is None
+    ((left, score),) = r.zrange(
+        in_shard(r, keys.queue("link", "a.com"), "a.com"), 0, -1, withscores=True
+    )  # a domain both share
     assert score == -5.0
     assert stored_requests.read(r, "link", "a.com", left)["crawlid"] == "other"
-    assert r.hlen(keys.crawl_requests("link", "testapp", "other")) == 3
+    assert shard_sum(r, "hlen", keys.crawl_requests("link", "testapp", "other")) == 3
     assert r.exists(keys.timeout("link", "testapp", "ABC123")) == 0
-    until = r.zscore(keys.stopped("link"), "testapp||ABC123")
+    until = r.zscore(in_shard(r, keys.stopped("link"), "a.com"), "testapp||ABC123")
     assert 3500 < until - time.time() <= 3600
-    progress = r.hgetall(keys.crawl_progress("link", "testapp", "ABC123"))
+    progress = progress_hash(r, "link", "testapp", "ABC123")
     assert (progress["queued"], progress["inflight"], progress["retrying"]) == ("0", "0", "0")
     assert (progress["dropped_stopped"], progress["finished"] > "0") == ("5", True)
     assert frontier.ack([Ack.of(lease)]) == ["unknown"]  # the spider's late ack counts nothing
@@ -174,10 +177,10 @@ def test_an_expired_crawl_is_purged_and_announced_once(cluster, frontier, topic_
     assert [m for m in outbound.messages if m.get("action") == "expired"] == [answer]
     assert answer == {"action": "expired", "appid": "testapp", "crawlid": "other", "spiderid": "link",
                       "total_expired": 3, "server_time": answer["server_time"]}  # fmt: skip
-    assert r.hlen(keys.crawl_requests("link", "testapp", "other")) == 0
-    assert r.hlen(keys.crawl_requests("link", "testapp", "ABC123")) == 5
-    assert r.hget(keys.crawl_progress("link", "testapp", "other"), "dropped_expired") == "3"
-    assert r.zscore(keys.stopped("link"), "testapp||other") is not None
+    assert shard_sum(r, "hlen", keys.crawl_requests("link", "testapp", "other")) == 0
+    assert shard_sum(r, "hlen", keys.crawl_requests("link", "testapp", "ABC123")) == 5
+    assert progress_hash(r, "link", "testapp", "other").get("dropped_expired") == "3"
+    assert r.zscore(in_shard(r, keys.stopped("link"), "a.com"), "testapp||other") is not None
 
 
 def test_a_failing_job_is_tried_three_times_then_answered_with_an_error(cluster, topic_reader) -> None:

@@ -21,6 +21,7 @@ from utils.services import start_local_services
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
+@pytest.mark.single_redis  # a redis-server of its own, stopped and started
 def test_jobs_added_around_a_redis_restart_are_all_answered(
     cluster: TestCluster, tmp_path: Path, topic_reader, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -13,6 +13,7 @@ from tests.integration.test_redis_monitor_helpers import (
     running_monitor,
 )
 from tests.support.cluster import TestCluster
+from tests.support.frontier_keys import first_shard, in_shard, progress_hash, shard_sum
 from utils import crawl_request, dead_letters, keys
 from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy
 
@@ -31,12 +32,15 @@ def queue_one(frontier: Frontier, crawlid: str, url: str = "http://a.com/page") 
 
 
 def stored(frontier: Frontier) -> dict:
-    ((member, _),) = frontier.client.zrange(keys.queue("link", "a.com"), 0, -1, withscores=True)
-    return crawl_request.decode(frontier.client.hget(keys.crawl_requests("link", "app", "r1"), member[:16] + "a.com"))
+    ((member, _),) = frontier.client.zrange(
+        in_shard(frontier.client, keys.queue("link", "a.com"), "a.com"), 0, -1, withscores=True
+    )
+    requests = in_shard(frontier.client, keys.crawl_requests("link", "app", "r1"), "a.com")
+    return crawl_request.decode(frontier.client.hget(requests, member[:16] + "a.com"))
 
 
 def progress(frontier: Frontier, crawlid: str) -> dict[str, str]:
-    return frontier.client.hgetall(keys.crawl_progress("link", "app", crawlid))
+    return progress_hash(frontier.client, "link", "app", crawlid)
 
 
 def finished_in(reader) -> list[dict]:
@@ -62,20 +66,20 @@ def test_expired_leases_are_requeued_then_dead_lettered_after_retry_times(
     with running_monitor(cluster, **FAST) as monitor:
         for attempt in (1, 2):
             (lease,) = frontier.pop("link", 1, OPEN).leases  # the spider takes it, then "dies"
-            drive(monitor, lambda: r.zcard(keys.queue("link", "a.com")) == 1)
+            drive(monitor, lambda: r.zcard(in_shard(r, keys.queue("link", "a.com"), "a.com")) == 1)
             record = stored(frontier)
             assert record["attempt"] == attempt
             assert (record["attrs"], record["deny_extensions"], record["url"]) == (ATTRS, [], "http://a.com/page")
-            assert r.zscore(keys.queue("link", "a.com"), lease.request_id) == -7
+            assert r.zscore(in_shard(r, keys.queue("link", "a.com"), "a.com"), lease.request_id) == -7
             counts = progress(frontier, "r1")
             assert (counts["queued"], counts["inflight"], counts["reaped"]) == ("1", "0", str(attempt))
-            assert r.hlen(keys.crawl_requests("link", "app", "r1")) == 1
+            assert shard_sum(r, "hlen", keys.crawl_requests("link", "app", "r1")) == 1
         (lease,) = frontier.pop("link", 1, OPEN).leases
         drive(monitor, lambda: progress(frontier, "r1").get("dead") == "1")
         (page,) = pages.wait_for(lambda got: len(got) >= 1, timeout=15)
         (letter,) = letters.wait_for(lambda got: len(got) >= 1, timeout=15)
         finished = drive(monitor, lambda: finished_in(outbound))
-    assert r.exists(keys.crawl_requests("link", "app", "r1")) == 0
+    assert shard_sum(r, "exists", keys.crawl_requests("link", "app", "r1")) == 0
     assert (page["success"], page["url"], page["attempt"], page["attrs"]) == (False, "http://a.com/page", 2, ATTRS)
     assert "lease expired 3 times" in page["exception"]
     assert (page["appid"], page["crawlid"], page["request_id"]) == ("app", "r1", lease.record["request_id"])
@@ -116,17 +120,19 @@ def test_a_finished_crawl_is_announced_once_and_gone_crawls_leave_the_registry(
     snap = announcement["progress"]
     assert (snap["crawled"], snap["failed"], snap["enqueued"], snap["pending"]) == (1, 1, 2, 0)
     assert r.zscore(keys.CRAWLS, keys.crawl_member("link", "app", "expired-long-ago")) is None
-    assert r.hget(keys.crawl_progress("link", "app", "f1"), "finished") is not None
+    assert progress_hash(r, "link", "app", "f1").get("finished") is not None
 
 
 def test_dead_letters_are_listed_replayed_and_purged(cluster: TestCluster, frontier: Frontier, topic_reader) -> None:
     r = frontier.client
-    pipe = r.pipeline()
+    pipe = r.pipeline(transaction=False)
     for n in range(3):
         record = crawl_request.to_record({"url": f"http://b.com/{n}", "appid": "app", "crawlid": "d1",
                                           "spiderid": "link", "priority": 4})  # fmt: skip
         dead_letters.store(pipe, dead_letters.record({**record, "attempt": 2}, "HTTP 500", 500, 3, "crawler"))
-    pipe.hset(keys.crawl_progress("link", "app", "d1"), mapping={"dead": 3, "enqueued": 3, "finished": "1"})
+    pipe.hset(
+        first_shard(r, keys.crawl_progress("link", "app", "d1")), mapping={"dead": 3, "enqueued": 3, "finished": "1"}
+    )
     pipe.execute()
     outbound = topic_reader("outbound_firehose")
 
@@ -138,7 +144,7 @@ def test_dead_letters_are_listed_replayed_and_purged(cluster: TestCluster, front
     with running_monitor(cluster, **FAST) as monitor:
         listed = action("dead-letters")
         replayed = action("replay-dead-letters")
-        requeued = r.hgetall(keys.crawl_requests("link", "app", "d1"))
+        requeued = r.hgetall(in_shard(r, keys.crawl_requests("link", "app", "d1"), "b.com"))
         dead_letters.store(r, dead_letters.record({"url": "http://b.com/x", "appid": "app", "crawlid": "d1",
                                                    "spiderid": "link"}, "boom", None, 1, "crawler"))  # fmt: skip
         purged = action("purge-dead-letters")

@@ -15,6 +15,7 @@ from tests.support.services import wait_until
 from utils import keys, progress
 from utils.progress import CrawlRef
 from utils.services import free_port
+from utils.shards import Shards
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -30,7 +31,7 @@ def test_follow_redraws_until_the_crawl_finishes(cluster: TestCluster) -> None:
         )
     )
     follower.start()
-    key = keys.crawl_progress("link", "followapp", "f1")
+    key = Shards.for_client(r).tags[0] + keys.crawl_progress("link", "followapp", "f1")  # where write_progress put it
     wait_until(lambda: "0.0%" in out.getvalue(), timeout=10)
     r.hset(key, mapping={"queued": 2, "crawled": 2})
     wait_until(lambda: "50.0%" in out.getvalue(), timeout=10)
@@ -84,6 +85,7 @@ def test_render_crawls_shows_running_crawls_with_bars(cluster: TestCluster) -> N
     assert any("50.0%" in line and "█" in line for line in table[1:])
 
 
+@pytest.mark.single_redis  # a redis-server of its own, stopped and started
 def test_render_crawls_says_so_when_redis_does_not_answer(cluster: TestCluster) -> None:
     settings = cluster.settings.copy_with(REDIS_PORT=free_port(), REDIS_SOCKET_TIMEOUT=1.0)
     assert progress.render_crawls(settings).startswith("crawls: unknown, Redis does not answer")

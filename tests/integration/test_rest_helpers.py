@@ -14,7 +14,9 @@ import redis
 from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
 from utils import keys
+from utils.clients import redis_client
 from utils.services import LocalServices, free_port
+from utils.shards import Shards
 
 
 @contextmanager
@@ -54,20 +56,17 @@ def client_of(cluster: TestCluster, timeout: float = 30) -> httpx.Client:
     return client
 
 
-def redis_of(cluster: TestCluster) -> redis.Redis:
-    settings = cluster.settings
-    return redis.Redis(
-        host=settings.get_str("REDIS_HOST"), port=settings.get_int("REDIS_PORT"),
-        db=settings.get_int("REDIS_DB"), decode_responses=True,
-    )  # fmt: skip
+def redis_of(cluster: TestCluster) -> Any:
+    """A str-returning client of the test's Redis (one redis-server database or the Redis Cluster)."""
+    return redis_client(cluster.settings, decode=True)
 
 
 def write_progress(client: redis.Redis, appid: str, crawlid: str, spiderid: str = "link", **counters: Any) -> None:
     """A crawl's progress hash and its `shoal:crawls` entry, as the frontier scripts leave them."""
-    key = keys.crawl_progress(spiderid, appid, crawlid)
+    key = Shards.for_client(client).tags[0] + keys.crawl_progress(spiderid, appid, crawlid)  # progress is per shard
     fields = {"spiderid": spiderid, "appid": appid, "crawlid": crawlid, **{k: str(v) for k, v in counters.items()}}
     fields.setdefault("started", str(time.time()))
-    pipe = client.pipeline()
+    pipe = client.pipeline(transaction=False)
     pipe.hset(key, mapping=fields)
     pipe.zadd(keys.CRAWLS, {keys.crawl_member(spiderid, appid, crawlid): time.time()})
     pipe.sadd(keys.SPIDERS, spiderid)

@@ -27,6 +27,7 @@ class TopicReader:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
         self.messages: list[Any] = []
+        self.partitions: list[int] = []  # the partition of each message, in the same order
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap,
             "group.id": f"reader-{uuid.uuid4().hex[:8]}",
@@ -52,6 +53,7 @@ class TopicReader:
                         continue
                     raise AssertionError(f"consumer error: {message.error()}")
                 raw = message.value()
+                self.partitions.append(message.partition())
                 try:
                     self.messages.append(json.loads(raw))
                 except ValueError:

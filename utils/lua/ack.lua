@@ -1,6 +1,7 @@
 -- ack.lua: settle leased requests: their page is on Kafka, or they finally failed or were dropped.
 --
--- KEYS: none (single Redis node; keys follow utils/keys.py).
+-- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
+--         prefixed with its shard's hash tag (utils/shards.py), so every key lives in one slot.
 -- ARGV[1] crawl state idle TTL (s)
 -- then one group of 6 values per request: spiderid, domain, queue member, appid, crawlid, outcome
 --   (outcome = the progress counter to count it under: crawled, failed, dead, dropped_robots, ...).

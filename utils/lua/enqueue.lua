@@ -1,7 +1,9 @@
 -- enqueue.lua: queue crawl requests through the per-crawl filters, in one atomic call.
 --
--- KEYS: none. Keys are derived from ARGV with the layout of utils/keys.py, so this script is
---       for a single Redis node (Redis Cluster support keeps each entry's keys under one tag).
+-- KEYS[1]: any key of the frontier shard, for routing (utils/shards.py). Keys are derived from ARGV
+--       with the layout of utils/keys.py; on a Redis Cluster each spiderid comes prefixed with its
+--       shard's hash tag (`{3.48}link`), so every key of a call lives in that shard's slot. The
+--       registries `shoal:spiders` and `shoal:crawls` are written by the caller.
 -- ARGV[1] dupefilter idle TTL (s)       ARGV[2] crawl state idle TTL (s)
 -- ARGV[3] domain page counter TTL (s)   ARGV[4] global page limit per crawl and domain (0 = none)
 -- ARGV[5] global page counter TTL (s)   ARGV[6] default dupefilter mode: 'exact' or 'bloom'
@@ -129,8 +131,6 @@ local function push(sid, domain, prio, appid, crawlid, payload)
   until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
   redis.call('HSET', sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':requests', id .. domain, payload)
   redis.call('ZADD', sid .. ':heads', 'LT', score, domain)
-  redis.call('SADD', 'shoal:spiders', sid)
-  redis.call('ZADD', 'shoal:crawls', now, sid .. '\t' .. appid .. '\t' .. crawlid)
 end
 
 for i = 9, #ARGV, NF do
@@ -143,7 +143,7 @@ for i = 9, #ARGV, NF do
     redis.call('HDEL', progress, 'finished')  -- new work: a finished crawl is announced again when done
     bump(progress, 'enqueued', 1)
     if redis.call('HSETNX', progress, 'started', tostring(now)) == 1 then
-      redis.call('HSET', progress, 'spiderid', sid, 'appid', appid, 'crawlid', crawlid)
+      redis.call('HSET', progress, 'spiderid', (string.gsub(sid, '^{[^}]*}', '')), 'appid', appid, 'crawlid', crawlid)
     end
   elseif status ~= 'replayed' then
     bump(progress, 'dropped_' .. status, 1)

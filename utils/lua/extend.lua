@@ -1,7 +1,8 @@
 -- extend.lua: push the lease deadlines of requests a spider still works on (long downloads,
 -- pages waiting for Kafka's confirmation).
 --
--- KEYS: none (single Redis node; keys follow utils/keys.py).
+-- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
+--         prefixed with its shard's hash tag (utils/shards.py), so every key lives in one slot.
 -- ARGV[1] spiderid   ARGV[2] lease seconds from now
 -- then the in-flight members `<domain>\t<queue member>` to extend.
 -- Returns the members that were no longer in flight (reaped: another copy runs now).

@@ -1,6 +1,7 @@
 -- pop.lua: lease the highest-priority requests whose domain throttle allows one now.
 --
--- KEYS: none (single Redis node; keys follow utils/keys.py).
+-- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
+--         prefixed with its shard's hash tag (utils/shards.py), so every key lives in one slot.
 -- ARGV[1] spiderid             ARGV[2] most requests to hand out
 -- ARGV[3] lease seconds        ARGV[4] most domain heads to examine per request
 -- ARGV[5] throttle key prefix ('', '<spider>:', '<ip>:' or '<spider>:<ip>:')
@@ -10,7 +11,8 @@
 -- ARGV[11] crawl state idle TTL (s)   ARGV[12] most due retries to move back into queues per call
 -- Returns a flat array: the milliseconds until a throttled domain with queued requests is next
 -- allowed (-1 = none is waiting on its throttle), how many domains with work their throttle held
--- back, then domain, queue member, payload and crawl (`<appid>\t<crawlid>`, '' if unknown) for
+-- back, the best head score left in this shard ('' = none queued), then domain, queue member,
+-- payload and crawl (`<appid>\t<crawlid>`, '' if unknown) for
 -- each lease.
 -- Priority is global: among every domain whose throttle allows a request now, the best score
 -- wins, ties go to the oldest request id. A throttle hit is spent only for a request handed out.
@@ -176,7 +178,7 @@ local function promote_due()
 end
 
 promote_due()
-local out = {0, 0}
+local out = {0, 0, ''}
 for _ = 1, max_items do
   local d, m = best_ready()
   if not d then break end
@@ -188,4 +190,6 @@ for _ = 1, max_items do
 end
 if next_ready >= 0 then out[1] = math.max(0, math.ceil((next_ready - now) * 1000)) else out[1] = -1 end
 out[2] = denied
+local best = redis.call('ZRANGE', heads, 0, 0, 'WITHSCORES')
+if #best > 0 then out[3] = best[2] end
 return out

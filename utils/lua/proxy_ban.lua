@@ -1,6 +1,6 @@
 -- proxy_ban.lua: one ban of a proxy by a domain; quarantines it there, and everywhere after enough domains.
 --
--- KEYS: none (single Redis node; keys follow utils/proxy_keys.py).
+-- KEYS[1]: the proxy's state key (routing; keys follow utils/proxy_keys.py, one hash tag per proxy).
 -- ARGV: label (scheme://host:port), domain, cool-down (s), cool-down cap (s),
 --       domains that make a global quarantine, state TTL (s).
 -- A ban while the proxy is already quarantined for the domain only counts (in-flight requests of the
@@ -12,7 +12,7 @@ local label, domain = ARGV[1], ARGV[2]
 local base, cap, limit, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local state = 'shoal:proxy:' .. label
+local state = 'shoal:proxy:{' .. label .. '}'
 local per_domain = state .. ':domain:' .. domain
 local quarantined = state .. ':quarantined'
 

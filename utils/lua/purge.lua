@@ -1,31 +1,24 @@
 -- purge.lua: take a stopped or expired crawl out of the frontier, one chunk of its requests per call.
 --
--- KEYS: none (single Redis node; keys follow utils/keys.py).
+-- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
+--         prefixed with its shard's hash tag (utils/shards.py), so every key lives in one slot.
 -- ARGV[1] spiderid   ARGV[2] appid   ARGV[3] crawlid
 -- ARGV[4] reason: 'stopped' or 'expired' (counted under dropped_<reason> in the crawl's progress)
--- ARGV[5] '1' = the first call of an expiry: go on only if the crawl's timeout key holds a time
---         that has passed, and delete it (so exactly one monitor expires a crawl); '0' = no check
+-- ARGV[5] unused (the expiry check is claim_expiry.lua's, before the purge)
 -- ARGV[6] seconds the crawl's new children are refused (its <sid>:blacklist entry; then reusable)
 -- ARGV[7] crawl state idle TTL (s)   ARGV[8] most requests to take in this call
 -- Removes each of the crawl's requests (its requests hash is its index) wherever it is (queue,
 -- delayed set, in flight) with its payload,
 -- so its spider's later ack finds nothing ('unknown') and counts nothing twice.
 -- Returns {purged, left}: requests removed by this call and requests still left (call
--- again while left > 0); {-1, 0} when the expiry check found nothing due.
+-- again while left > 0). On a Redis Cluster it runs once per frontier shard (spiderid prefixed
+-- with the shard's tag).
 
 local sid, appid, crawlid, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ttl, state_ttl, limit = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
-local timeout = 'timeout:' .. sid .. ':' .. appid .. ':' .. crawlid
-
-if ARGV[5] == '1' then
-  local at = tonumber(redis.call('GET', timeout) or '')
-  if not at or at > now then return {-1, 0} end
-end
-redis.call('DEL', timeout)
-redis.call('ZREM', 'shoal:timeouts', sid .. '\t' .. appid .. '\t' .. crawlid)
 local blacklist = sid .. ':blacklist'
 redis.call('ZREMRANGEBYSCORE', blacklist, '-inf', now)
 redis.call('ZADD', blacklist, now + ttl, appid .. '||' .. crawlid)

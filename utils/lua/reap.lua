@@ -1,6 +1,7 @@
 -- reap.lua: settle one spider's expired leases: back to their queue, or dead after RETRY_TIMES.
 --
--- KEYS: none (single Redis node; keys follow utils/keys.py).
+-- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
+--         prefixed with its shard's hash tag (utils/shards.py), so every key lives in one slot.
 -- ARGV[1] spiderid   ARGV[2] most leases to settle   ARGV[3] RETRY_TIMES   ARGV[4] crawl state TTL (s)
 -- A lease has expired when its deadline in <sid>:inflight (Redis server time) has passed: the
 -- spider that took it died or hung. The stored request's "attempt" counts its retries so far:

@@ -1,6 +1,7 @@
 -- rm_finish.lua: mark crawls finished once nothing of theirs is queued, in flight or delayed.
 --
--- KEYS: none (single Redis node; keys follow utils/keys.py).
+-- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
+--         prefixed with its shard's hash tag (utils/shards.py), so every key lives in one slot.
 -- ARGV: spiderid, appid, crawlid for each crawl to check.
 -- A crawl is finished when queued + inflight + retrying == 0 and enqueued > 0. The check and
 -- the HSETNX of `finished` happen in one call, so no enqueue slips in between and exactly one

@@ -25,6 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 from utils import keys
 from utils.metrics.registry import LABELS, REGISTRY
 from utils.settings import Settings
+from utils.shards import Shards, spider_shards
 
 if TYPE_CHECKING:  # utils.clients loads kafka-python (~100 ms); `shoal status` imports this package
     from utils.clients import RedisClient
@@ -81,25 +82,34 @@ def _backlogs(client: RedisClient, spiderid: str, domains: list[str]) -> list[tu
     return found
 
 
-def read_frontier(client: RedisClient, top_n: int, scan_limit: int) -> FrontierReading:
-    """One reading of every spider's frontier; RedisError when Redis does not answer."""
+def read_frontier(client: RedisClient, top_n: int, scan_limit: int, shards: Shards | None = None) -> FrontierReading:
+    """One reading of every spider's frontier (summed over its shards); RedisError when Redis does not answer."""
     spiders = sorted(_text(s) for s in client.smembers(keys.SPIDERS))
+    pairs = spider_shards(spiders, shards or Shards.for_client(client))
     pipe = client.pipeline(transaction=False)
-    for sid in spiders:
-        pipe.zcard(keys.inflight(sid))
-        pipe.zcard(keys.delayed(sid))
-        pipe.zcard(keys.heads(sid))
-        pipe.zrange(keys.heads(sid), 0, scan_limit - 1)
+    for _, prefix in pairs:
+        pipe.zcard(keys.inflight(prefix))
+        pipe.zcard(keys.delayed(prefix))
+        pipe.zcard(keys.heads(prefix))
+        pipe.zrange(keys.heads(prefix), 0, scan_limit - 1)
     pipe.zcard(keys.CRAWLS)
     replies = pipe.execute()
     readings: dict[str, SpiderReading] = {}
-    for index, sid in enumerate(spiders):
-        inflight, retrying, domains, heads = replies[4 * index : 4 * index + 4]
-        backlogs = _backlogs(client, sid, [_text(d) for d in heads])
+    for sid in spiders:
+        inflight = retrying = domains = 0
+        backlogs: list[tuple[int, str]] = []
+        truncated = False
+        for index, (owner, prefix) in enumerate(pairs):
+            if owner != sid:
+                continue
+            shard_inflight, shard_retrying, shard_domains, heads = replies[4 * index : 4 * index + 4]
+            inflight, retrying = inflight + int(shard_inflight), retrying + int(shard_retrying)
+            domains += int(shard_domains)
+            backlogs.extend(_backlogs(client, prefix, [_text(d) for d in heads]))
+            truncated = truncated or int(shard_domains) > len(heads)
         readings[sid] = SpiderReading(
-            queued=sum(n for n, _ in backlogs), inflight=int(inflight), retrying=int(retrying),
-            domains=int(domains), top=heapq.nlargest(top_n, (b for b in backlogs if b[0] > 0)),
-            truncated=int(domains) > len(heads),
+            queued=sum(n for n, _ in backlogs), inflight=inflight, retrying=retrying, domains=domains,
+            top=heapq.nlargest(top_n, (b for b in backlogs if b[0] > 0)), truncated=truncated,
         )  # fmt: skip
     pending, lag = _jobs(client)
     return FrontierReading(readings, int(replies[-1]), pending, lag)

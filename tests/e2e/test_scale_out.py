@@ -102,13 +102,15 @@ def test_a_node_killed_whole_mid_crawl_loses_no_page(shared: list[str], services
             firehose.poll(2.0)
             pages = Counter(p["url"] for p in firehose.messages)
             partitions = set(firehose.partitions)
+            page_bytes = sum(len(json.dumps(p)) for p in firehose.messages) / len(firehose.messages)
             firehose.close()
     finally:
         shoal(beta, "down", "--node", "beta")
     lost = expected - set(pages)
     duplicated = sum(n - 1 for n in pages.values() if n > 1)
     print(f"\nscale-out: {len(expected)} pages expected, {len(pages)} distinct arrived, lost {len(lost)}, "
-          f"duplicated {duplicated}; node alpha killed after {before} pages ({killed} processes)")  # fmt: skip
+          f"duplicated {duplicated}; node alpha killed after {before} pages ({killed} processes); "
+          f"{page_bytes:.0f} bytes per page message")  # fmt: skip
     assert before < len(expected) / 2  # the node died mid-crawl
     assert len(partitions) == 1  # keyed by crawlid: one crawl's pages keep their order in one partition
     assert not lost

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from crawler.dupes import Key, RecentFingerprints
-from utils.frontier import Ack, Frontier, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
+from utils.frontier import Ack, Frontier, Lease, NewRequest, Popped, Retry, Settlement
 
 log = logging.getLogger(__name__)
 
@@ -77,17 +77,19 @@ class LeaseBook:
             self.releases = releases + self.releases
             raise
 
-    def flush_and_pop(self, max_items: int, throttle: ThrottlePolicy, scan_limit: int) -> Popped:
-        """Write what is buffered and lease new work in one round trip; the leases are held."""
+    def take(self) -> Settlement:
+        """What is buffered, for a write made elsewhere (the scheduler's pop thread); see `popped`."""
         batch, self.pending = self.pending, Settlement()
-        try:
-            out, popped = self.frontier.settle_and_pop(batch, self.spiderid, max_items, throttle, scan_limit)
-            self._learn(batch, out)
-        except Exception:
-            self.pending = _merge(batch, self.pending)
-            raise
+        return batch
+
+    def popped(self, batch: Settlement, out: dict[str, list[str]], popped: Popped) -> None:
+        """A taken batch was written and new work leased in one round trip: the leases are held."""
+        self._learn(batch, out)
         self.hold(popped.leases)
-        return popped
+
+    def put_back(self, batch: Settlement) -> None:
+        """A taken batch could not be written: it goes first in the next write."""
+        self.pending = _merge(batch, self.pending)
 
     def _learn(self, batch: Settlement, out: dict[str, list[str]]) -> None:
         for entry, status in zip(batch.requests, out["requests"], strict=False):

@@ -24,6 +24,7 @@ from twisted.internet import reactor, task
 
 from crawler.conversion import child_key, new_request, request_from_lease
 from crawler.dupes import RecentFingerprints
+from crawler.fetch import Fetch
 from crawler.leases import LeaseBook
 from crawler.meta import LEASE
 from crawler.signals import connect_settled
@@ -73,6 +74,8 @@ class DistributedScheduler:
         self.throttle = throttle
         self.book = MeteredLeaseBook(frontier, RecentFingerprints(settings.get_int("DUPEFILTER_TIMEOUT") / 2))
         self.pop_batch = settings.get_int("SCHEDULER_POP_BATCH")
+        self.prefetch_at = self.pop_batch // 2  # leases left when the next pop starts
+        self.fetch = Fetch()
         self.scan_limit = settings.get_int("SCHEDULER_SCAN_LIMIT")
         self.idle_poll = settings.get_float("SCHEDULER_IDLE_POLL")
         self.backlog_blacklist = settings.get_bool("SCHEDULER_BACKLOG_BLACKLIST")
@@ -112,6 +115,7 @@ class DistributedScheduler:
         for loop in self._loops:
             if loop.running:
                 loop.stop()
+        self.fetch.finish_now()  # a pop still running: its leases are held, then returned below
         local = [r.meta[LEASE] for r in self.local if r.meta.get(LEASE) is not None]
         released = 0
         try:
@@ -153,8 +157,8 @@ class DistributedScheduler:
             return self.local.popleft()
         # Found links waiting in the buffer are work too: they are written in the pop's round trip.
         due = time.monotonic() >= self.next_pop_at or bool(self.book.pending.requests)
-        if not self.leased and due and self.throttle.ready:
-            self._pop()
+        if len(self.leased) <= self.prefetch_at and due and self.throttle.ready and not self.fetch.running:
+            self._start_pop()
         assert self.spider is not None
         while self.leased:
             lease = self.leased.popleft()
@@ -185,23 +189,43 @@ class DistributedScheduler:
         self._write_crawl_delays({domain: self.crawl_delays[domain]})
 
     def flush(self) -> None:
-        """Write buffered links, retries, dead letters and acks: one round trip."""
-        self.book.flush()
+        """Write buffered links, retries, dead letters and acks: one round trip (unless a pop
+        thread is writing: then they go with the next pop, in order)."""
+        if not self.fetch.running:
+            self.book.flush()
 
-    def _pop(self) -> None:
+    def _start_pop(self) -> None:
+        """Write what is buffered and lease new work in a thread, so the reactor keeps crawling.
+
+        It starts while leases are still waiting (SCHEDULER_POP_BATCH / 2 or fewer), so the next
+        batch is usually there before the engine asks. One runs at a time; meanwhile the tick
+        writes nothing, so writes reach Redis in the order they were made (a page's links before
+        its ack: the crawl never looks finished in between).
+        """
         assert self.spider is not None
-        try:
-            popped = self.book.flush_and_pop(self.pop_batch, self.throttle.policy(), self.scan_limit)
-        except RedisError as exc:
-            log.warning("Could not pop from Redis; backing off", extra={"error": str(exc)})
+        batch, name, policy = self.book.take(), self.spider.name, self.throttle.policy()
+        self.fetch.start(lambda: self.frontier.settle_and_pop(batch, name, self.pop_batch, policy, self.scan_limit),
+                         batch, self._popped)  # fmt: skip
+
+    def _popped(self, batch: Settlement, result: Any, error: BaseException | None) -> None:
+        """In the reactor: the pop thread's answer."""
+        if error is not None:
+            self.book.put_back(batch)
+            if not isinstance(error, RedisError):
+                log.error("Pop failed; will retry", extra={"error": repr(error)})
+            else:
+                log.warning("Could not pop from Redis; backing off", extra={"error": str(error)})
             self.next_pop_at = time.monotonic() + REDIS_BACKOFF
             self._redis_answers(False)
             return
+        out, popped = result
+        self.book.popped(batch, out, popped)
         self._redis_answers(True)
         if popped.denied:
-            record_throttle_denials(self.spider.name, popped.denied)
+            record_throttle_denials(self.book.spiderid, popped.denied)
         self.leased.extend(popped.leases)
         if popped.leases:
+            self._wake_engine()
             return
         # Nothing to hand out: ask again when the first throttled domain or retry is ready, or after the idle poll.
         wait = self.idle_poll if popped.retry_after is None else min(popped.retry_after, self.idle_poll)

@@ -16,7 +16,8 @@ from kazoo.client import KazooClient
 
 from tests.support.cluster import TestCluster, next_database
 from tests.support.kafka import TopicReader
-from utils.services import LocalServices, ServiceError, start_local_services
+from tests.support.services import started_or_fail
+from utils.services import LocalServices, start_local_services
 from utils.services.redis_cluster import RedisClusterHandle
 
 pytest_plugins = ["tests.support.redis_cluster"]  # the session Redis Cluster fixtures (issue 12)
@@ -34,20 +35,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {description}")
 
 
-def _start_or_explain(run_dir: Path) -> LocalServices | str:
-    """The started services, or why they did not start (with the failing service's log tail)."""
-    try:
-        return start_local_services(run_dir)
-    except ServiceError as exc:
-        return f"local services did not start:\n{exc}"
-
-
 @pytest.fixture(scope="session")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
     """Redis, ZooKeeper and the broker on free ports for the whole session, stopped at its end."""
-    started = _start_or_explain(tmp_path_factory.mktemp("services"))
-    if isinstance(started, str):
-        pytest.fail(started, pytrace=False)  # outside the except: no chained traceback to read past
+    run_dir = tmp_path_factory.mktemp("services")
+    started = started_or_fail(lambda: start_local_services(run_dir), "local services")
     with started:
         yield started
 

@@ -9,29 +9,19 @@ database of their own as they do on the single Redis: `redis_cluster_client` emp
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
 
-from utils.services import ServiceError
+from tests.support.services import started_or_fail
 from utils.services.redis_cluster import RedisClusterHandle, start_redis_cluster
-
-
-def _start_or_explain(run_dir: Path) -> RedisClusterHandle | str:
-    """The started cluster, or why it did not start (with the failing node's log tail)."""
-    try:
-        return start_redis_cluster(run_dir)
-    except ServiceError as exc:
-        return f"Redis Cluster did not start:\n{exc}"
 
 
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterHandle]:
     """Three masters on free ports, started the first time a test asks, stopped at the session's end."""
-    started = _start_or_explain(tmp_path_factory.mktemp("redis-cluster"))
-    if isinstance(started, str):
-        pytest.fail(started, pytrace=False)  # outside the except: no chained traceback to read past
+    run_dir = tmp_path_factory.mktemp("redis-cluster")
+    started = started_or_fail(lambda: start_redis_cluster(run_dir), "Redis Cluster")
     yield started
     started.stop()
 

@@ -6,6 +6,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import pytest
+
+from utils.services import ServiceError
+
 T = TypeVar("T")
 
 
@@ -22,3 +26,13 @@ def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.0
         if time.monotonic() >= deadline:
             raise AssertionError(message or f"condition not met within {timeout:g} s: {predicate!r}")
         time.sleep(interval)
+
+
+def started_or_fail(start: Callable[[], T], what: str) -> T:
+    """`start()`'s result, or the test session fails with why `what` did not start (the failing
+    service's log tail is in the ServiceError), without a chained traceback to read past."""
+    try:
+        return start()
+    except ServiceError as exc:
+        failure = f"{what} did not start:\n{exc}"
+    pytest.fail(failure, pytrace=False)

@@ -50,7 +50,7 @@ class Purger:
         while True:
             args = [tag + ref.spiderid, ref.appid, ref.crawlid, reason, "0", self.blacklist_ttl, self.state_ttl,
                     self.chunk]  # fmt: skip
-            purged, left = (int(v) for v in self.script(keys=[tag + "shoal:frontier"], args=args))
+            purged, left = (int(v) for v in self.script(keys=[keys.shard_route(tag)], args=args))
             total += purged
             if left == 0:
                 return total

@@ -91,8 +91,8 @@ class Frontier:
     def enqueue_in(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
         """Add the enqueue calls to a pipeline: first one per shard (each reply is a list of
         statuses, in the shards' order), then the registry writes (integer replies)."""
-        for tag, group in self._by_tag(requests, lambda r: self.shards.tag(r.domain)):
-            evalsha_in(pipe, self.scripts.enqueue, self._route(tag), self._enqueue_argv(tag, group))
+        for tag, group, _ in self._tagged(requests, lambda r: self.shards.tag(r.domain)):
+            evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), self._enqueue_argv(tag, group))
         self._register(pipe, requests)
 
     def _register(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
@@ -160,12 +160,12 @@ class Frontier:
         slots: list[tuple[str, int, list[int]]] = []  # (result name, pipeline index, item positions)
         for tag, group, positions in self._tagged(batch.requests, lambda r: self.shards.tag(r.domain)):
             slots.append(("requests", len(pipe), positions))
-            evalsha_in(pipe, self.scripts.enqueue, self._route(tag), self._enqueue_argv(tag, group))
+            evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), self._enqueue_argv(tag, group))
         self._register(pipe, batch.requests)
         for tag, retries, positions in self._tagged(batch.retries, lambda r: r.lease.tag):
             slots.append(("retries", len(pipe), positions))
             args = self._flat([self.state_timeout], (r.argv() for r in retries))
-            evalsha_in(pipe, self.scripts.retry, self._route(tag), args)
+            evalsha_in(pipe, self.scripts.retry, keys.shard_route(tag), args)
         for entry in batch.dead if with_dead else ():
             dead_letters.store(pipe, entry)
         for crawl, count in batch.duplicates.items() if with_dead else ():
@@ -175,7 +175,7 @@ class Frontier:
         for tag, acks, positions in self._tagged(batch.acks, lambda a: a.tag):
             slots.append(("acks", len(pipe), positions))
             args = self._flat([self.state_timeout], (a.argv() for a in acks))
-            evalsha_in(pipe, self.scripts.ack, self._route(tag), args)
+            evalsha_in(pipe, self.scripts.ack, keys.shard_route(tag), args)
         pops = self._add_pops(pipe, pop, set()) if pop is not None else []
         self.round_trips += 1
         results = pipe.execute()
@@ -200,7 +200,8 @@ class Frontier:
         pops = []
         for tag, quota in planner.quotas(max_items, exclude=tried).items():
             pops.append((tag, len(pipe)))
-            evalsha_in(pipe, self.scripts.pop, self._route(tag), self._pop_args(tag, spiderid, quota, throttle, scan))
+            args = self._pop_args(tag, spiderid, quota, throttle, scan)
+            evalsha_in(pipe, self.scripts.pop, keys.shard_route(tag), args)
         return pops
 
     def _gather(self, pop: tuple[str, int, ThrottlePolicy, int], first: dict[str, Popped]) -> Popped:
@@ -255,7 +256,7 @@ class Frontier:
         for tag, group, positions in self._tagged(leases, lambda lease: lease.tag):
             groups = ([*lease.head(), -int(lease.record.get("priority", 1))] for lease in group)
             calls.append(positions)
-            evalsha_in(pipe, self.scripts.release, self._route(tag), self._flat([self.state_timeout], groups))
+            evalsha_in(pipe, self.scripts.release, keys.shard_route(tag), self._flat([self.state_timeout], groups))
         return self._placed(len(leases), calls, self._execute(pipe))
 
     def extend(self, spiderid: str, leases: Sequence[Lease]) -> list[str]:
@@ -265,7 +266,7 @@ class Frontier:
         pipe = self.client.pipeline(transaction=False)
         for tag, group, _ in self._tagged(leases, lambda lease: lease.tag):
             args = [tag + spiderid, self.lease_timeout, *(lease.member for lease in group)]
-            evalsha_in(pipe, self.scripts.extend, self._route(tag), args)
+            evalsha_in(pipe, self.scripts.extend, keys.shard_route(tag), args)
         return [_text(m) for lost in self._execute(pipe) for m in lost]
 
     def set_throttle_delay(self, domain: str, throttle_key: str, seconds: float, ttl: int) -> None:
@@ -282,11 +283,6 @@ class Frontier:
             self.scripts.load(self.client)
             return list(pipe.execute())
 
-    @staticmethod
-    def _route(tag: str) -> str:
-        """A key in the shard's slot: what a Redis Cluster client routes the script call by."""
-        return tag + "shoal:frontier"
-
     def _enqueue_argv(self, tag: str, requests: Sequence[NewRequest]) -> list[Any]:
         return self._flat(self._enqueue_head, (r.argv(tag) for r in requests))
 
@@ -299,9 +295,6 @@ class Frontier:
             group.append(item)
             positions.append(position)
         return [(tag, group, positions) for tag, (group, positions) in groups.items()]
-
-    def _by_tag(self, items: Sequence[T], tag_of: Callable[[T], str]) -> list[tuple[str, list[T]]]:
-        return [(tag, group) for tag, group, _ in self._tagged(items, tag_of)]
 
     @staticmethod
     def _placed(size: int, positions: list[list[int]], replies: list[Any]) -> list[str]:

@@ -134,6 +134,12 @@ def job_marker(origin: str) -> str:
 TIMEOUTS = "shoal:timeouts"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> expiry (unix s): crawls with `expires`
 
 
+def shard_route(tag: str) -> str:
+    """A key in a frontier shard's slot (never written): what a Redis Cluster client routes that
+    shard's script calls by. On one Redis (tag '') it is only the scripts' KEYS[1]."""
+    return f"{tag}shoal:frontier"
+
+
 def rest_poll(uuid: str) -> str:
     """String: an answer the REST gateway keeps for `/poll` (with a TTL, unlike Scrapy Cluster)."""
     return f"rest:poll:{uuid}"

@@ -53,10 +53,6 @@ class Shards:
             return ""
         return self.tags[zlib.crc32(domain.encode()) % self.count]
 
-    def tagged(self, key: str, tag: str) -> str:
-        """A shard's copy of a key that is one per Redis otherwise (e.g. the kafka monitor's offsets)."""
-        return tag + key
-
 
 def balanced_tag(shard: int, count: int) -> str:
     """`{<shard>.<n>}` with the smallest n whose slot lies in the shard's 1/count of the slots."""

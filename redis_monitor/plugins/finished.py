@@ -66,7 +66,7 @@ class FinishedMonitor:
     def _statuses(self, refs: list[CrawlRef]) -> list[str]:
         """finished (marked now) | done (marked before) | open | gone, for each crawl."""
         if not self.shards.clustered:  # one shard: check and mark in one atomic call
-            return [str(s) for s in self.script(keys=["shoal:frontier"], args=_flat(refs))]
+            return [str(s) for s in self.script(keys=[keys.shard_route("")], args=_flat(refs))]
         return [self._cluster_status(ref) for ref in refs]
 
     def _cluster_status(self, ref: CrawlRef) -> str:
@@ -79,7 +79,7 @@ class FinishedMonitor:
         first = progress.read(self.redis, ref, self.shards)
         if first is None:
             for tag in self.shards.tags:  # gone everywhere: each shard forgets the crawl's code
-                self.script(keys=[tag + "shoal:frontier"], args=[tag + ref.spiderid, ref.appid, ref.crawlid])
+                self.script(keys=[keys.shard_route(tag)], args=[tag + ref.spiderid, ref.appid, ref.crawlid])
             return "gone"
         if not first.finished:
             return "open"

@@ -60,7 +60,7 @@ class ReaperMonitor:
     def reap(self, spiderid: str, tag: str = "") -> int:
         """One reap.lua call in one frontier shard: re-queue or dead-letter up to REAPER_BATCH expired leases."""
         args = [tag + spiderid, self.batch, self.retry_times, self.state_ttl]
-        flat = self.script(keys=[tag + "shoal:frontier"], args=args)
+        flat = self.script(keys=[keys.shard_route(tag)], args=args)
         dead = []
         for i in range(0, len(flat), 5):
             status, domain, member, payload, crawl = flat[i : i + 5]

@@ -8,7 +8,7 @@ on the outbound topic (API.md "Fixed" 1) and kept on the dead-letter topic; noth
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import ujson
@@ -16,15 +16,15 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from kafka_monitor.batch import Batch, Origin
 from kafka_monitor.plugins.base import stat_name
-from kafka_monitor.validation import Check, checker, closeness, schema_source
+from kafka_monitor.validation import schema_source
 from utils import answers
 from utils.errors import InvalidMessage
 from utils.metrics import record_dead_letter, record_incoming
+from utils.schemas.matching import Matcher
 
 log = logging.getLogger(__name__)
 
 NOT_JSON = "Unparseable JSON Received"
-NO_SCHEMA = "Did not find schema to validate request"
 HANDLER_FAILED = "Handler failed"
 
 
@@ -34,13 +34,12 @@ class Dispatcher:
     def __init__(self, plugins: list[Any], source: str = "kafka-monitor") -> None:
         self.plugins = plugins
         self.source = source
-        self._routes: list[tuple[Any, Check, str, Callable[[dict[str, Any]], tuple[int, int]]]] = [
-            (p, checker(schema_source(p)), stat_name(p), closeness(schema_source(p))) for p in plugins
-        ]
+        self._names = {id(p): stat_name(p) for p in plugins}
+        self._matcher: Matcher[Any] = Matcher([(p, schema_source(p)) for p in plugins])
 
     @property
     def stat_names(self) -> list[str]:
-        return [name for _, _, name, _ in self._routes]
+        return [self._names[id(p)] for p in self.plugins]
 
     def process(self, records: Iterable[ConsumerRecord], batch: Batch) -> Batch:
         """Validate and dispatch every record into `batch`; a bad one is answered and dead-lettered."""
@@ -60,17 +59,8 @@ class Dispatcher:
         return batch
 
     def _match(self, raw: Any) -> tuple[Any, str, dict[str, Any]]:
-        if not isinstance(raw, dict):
-            raise InvalidMessage(NO_SCHEMA, cause="a request is a JSON object")
-        errors: list[tuple[tuple[int, int], str]] = []
-        for plugin, check, name, score in self._routes:
-            try:
-                return plugin, name, check(raw)
-            except InvalidMessage as exc:
-                errors.append((score(raw), exc.cause or exc.message))
-        # The schema that knows most of the message's fields is what the sender meant.
-        cause = max(errors, key=lambda error: error[0])[1] if errors else "no plugin is enabled"
-        raise InvalidMessage(NO_SCHEMA, cause=cause)
+        plugin, message = self._matcher.match(raw)
+        return plugin, self._names[id(plugin)], message
 
     def _reject(
         self, batch: Batch, raw: Any, origin: Origin, message: str, cause: str | None, failure: bool = False

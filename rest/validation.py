@@ -2,7 +2,8 @@
 
 Scrapy Cluster's gateway forwarded anything that parsed as JSON, so a bad request got SUCCESS
 and then silence (reference §15.13). Here /feed tries the request schemas of utils/schemas in
-the kafka monitor's order and refuses, with the cause, a body that none of them accepts.
+the kafka monitor's order (utils/schemas/matching.py, the monitor's own matcher) and refuses,
+with the cause, a body that none of them accepts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ujson
 from rest.envelope import BAD_SCHEMA, MUST_JSON, ApiError
 from utils import schemas
 from utils.errors import InvalidMessage
+from utils.schemas.matching import Matcher
 
 REQUEST_KINDS = ("crawl", "action", "stats", "zookeeper")  # the kafka monitor's plugin ranks
 
@@ -41,23 +43,11 @@ def request_kinds() -> list[str]:
 
 def match_request(message: Any) -> str:
     """The kind of request `message` is; 400 BAD_SCHEMA naming the closest schema's complaint."""
-    if not isinstance(message, dict):
-        raise ApiError(400, BAD_SCHEMA, "a request is a JSON object")
-    errors: list[tuple[int, int, str]] = []
-    for order, kind in enumerate(request_kinds()):
-        try:
-            schemas.validate(kind, message)
-            return kind
-        except InvalidMessage as exc:
-            errors.append((_closeness(kind, message), -order, f"{kind}: {exc.cause or exc.message}"))
-    raise ApiError(400, BAD_SCHEMA, max(errors)[2] if errors else "no request schema is installed")
-
-
-def _closeness(kind: str, message: dict[str, Any]) -> int:
-    """Fields the schema knows minus required fields missing: the best guess of what was meant."""
-    spec = schemas.schema(kind)
-    known = sum(1 for name in message if name in spec.get("properties", {}))
-    return known - sum(1 for name in spec.get("required", []) if name not in message)
+    try:
+        kind, _ = Matcher([(kind, kind) for kind in request_kinds()]).match(message)
+    except InvalidMessage as exc:
+        raise ApiError(400, BAD_SCHEMA, exc.cause or "no request schema is installed") from exc
+    return kind
 
 
 def check(kind: str, message: dict[str, Any]) -> None:

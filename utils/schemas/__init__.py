@@ -38,13 +38,10 @@ def validate(name: str, message: Any) -> dict[str, Any]:
     try:
         result: dict[str, Any] = _compiled(name)(candidate)
     except fastjsonschema.JsonSchemaValueException as exc:
-        raise InvalidMessage(f"invalid {name} request", cause=_describe(exc)) from exc
+        path = ".".join(str(p) for p in (exc.path or [])[1:])
+        cause = f"{path}: {exc.message}" if path else exc.message
+        raise InvalidMessage(f"invalid {name} request", cause=cause) from exc
     return result
-
-
-def _describe(exc: fastjsonschema.JsonSchemaValueException) -> str:
-    path = ".".join(str(p) for p in (exc.path or [])[1:])
-    return f"{path}: {exc.message}" if path else exc.message
 
 
 def available() -> list[str]:

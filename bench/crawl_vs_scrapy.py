@@ -33,10 +33,10 @@ from bench.common import bench_cluster, write_result
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader
 from tests.support.services import wait_until
-from utils import progress
-from utils.clients import redis_client
+from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
-from utils.progress import CrawlRef
+from utils.frontier import progress
+from utils.frontier.progress import CrawlRef
 from utils.services import free_port
 from utils.services.process import port_in_use
 

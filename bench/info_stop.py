@@ -18,10 +18,9 @@ from typing import Any
 
 from bench.common import bench_cluster, percentile, write_result
 from redis_monitor.monitor import RedisMonitor
-from utils import crawl_request, keys
-from utils.clients import redis_client
-from utils.frontier import Frontier, NewRequest
-from utils.jobs import add_job
+from utils.config.clients import redis_client
+from utils.frontier import Frontier, NewRequest, crawl_request, keys
+from utils.jobs.stream import add_job
 
 BATCH = 5000  # requests per enqueue call
 DOMAINS = 200

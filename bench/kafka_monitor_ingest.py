@@ -34,11 +34,11 @@ from typing import Any, TextIO
 
 import ujson
 
-from utils import keys
-from utils.clients import ensure_topics, redis_client
-from utils.log import setup_logging
+from utils.config.clients import ensure_topics, redis_client
+from utils.config.log import setup_logging
+from utils.config.settings import Settings
+from utils.frontier import keys
 from utils.services import LocalServices, start_local_services
-from utils.settings import Settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET = 20_000  # requests/s per process (DESIGN.md)

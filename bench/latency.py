@@ -15,7 +15,7 @@ import uuid
 from confluent_kafka import Consumer, Producer
 
 from bench.common import bench_cluster, percentile, print_checks, write_result
-from utils.clients import ensure_topics
+from utils.config.clients import ensure_topics
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port
 

@@ -16,9 +16,8 @@ from pathlib import Path
 import redis
 
 from bench.common import print_checks, write_result
-from utils import crawl_request, keys
-from utils.fingerprint import bloom_size, fingerprint
-from utils.frontier import Frontier, NewRequest
+from utils.frontier import Frontier, NewRequest, crawl_request, keys
+from utils.frontier.fingerprint import bloom_size, fingerprint
 from utils.services import start_local_services
 
 BATCH = 5000

@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import print_checks, write_result
-from utils import crawl_request
-from utils.clients import redis_client
-from utils.fingerprint import fingerprint
-from utils.frontier import Ack, Frontier, Lease, NewRequest, Settlement, ThrottlePolicy
+from utils.config.clients import redis_client
+from utils.config.settings import Settings, default_values
+from utils.frontier import Ack, Frontier, Lease, NewRequest, Settlement, ThrottlePolicy, crawl_request
+from utils.frontier.fingerprint import fingerprint
 from utils.services import start_local_services
 from utils.services.redis_cluster import start_redis_cluster
-from utils.settings import Settings, default_values
 
 SPIDER = "link"
 DOMAINS = 200  # distinct domains per worker's crawl: the pop script scans domain heads

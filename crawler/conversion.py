@@ -9,10 +9,9 @@ from scrapy import Request, Spider
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.meta import INHERITED, LEASE, record_fields
-from utils import crawl_request
-from utils.domains import host_domain
-from utils.fingerprint import fingerprint
-from utils.frontier import Lease, NewRequest
+from utils.frontier import Lease, NewRequest, crawl_request
+from utils.frontier.domains import host_domain
+from utils.frontier.fingerprint import fingerprint
 
 _COOKIE_PAIR = re.compile(r"([^=;\s][^=;]*)=([^;]*)")
 

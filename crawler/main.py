@@ -6,8 +6,8 @@ import argparse
 import threading
 
 from crawler.runner import run
-from utils.settings import Settings
-from utils.startup import wait_for_services
+from utils.config.settings import Settings
+from utils.node.startup import wait_for_services
 
 
 def main(settings: Settings, args: argparse.Namespace) -> int:

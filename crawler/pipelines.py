@@ -19,10 +19,10 @@ from twisted.internet import defer, reactor
 from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
 from crawler.page import timestamp
 from crawler.signals import lease_settled
-from utils.clients import kafka_producer
-from utils.log import PER_PAGE
-from utils.metrics import record_dead_letter, record_produced, set_dependency_up
-from utils.settings import Settings
+from utils.config.clients import kafka_producer
+from utils.config.log import PER_PAGE
+from utils.config.settings import Settings
+from utils.observability.metrics import record_dead_letter, record_produced, set_dependency_up
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ from twisted.internet import task
 
 from crawler.meta import LEASE
 from crawler.signals import lease_settled
-from utils.clients import redis_client
-from utils.domains import url_domain
-from utils.proxy_pool import ProxyPool, parse_proxy_list
+from utils.config.clients import redis_client
+from utils.frontier.domains import url_domain
+from utils.proxies.pool import ProxyPool, parse_proxy_list
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.response import response_status_message
 from twisted.python.failure import Failure
 
-from utils.metrics import record_retry
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.observability.metrics import record_retry
 
 log = logging.getLogger(__name__)
 

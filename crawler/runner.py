@@ -7,7 +7,7 @@ import logging
 from scrapy.crawler import CrawlerProcess
 
 from crawler.spiders import SPIDERS
-from utils.settings import Settings
+from utils.config.settings import Settings
 
 
 def scrapy_settings(settings: Settings) -> dict[str, object]:

@@ -28,11 +28,13 @@ from crawler.fetch import Fetch
 from crawler.leases import LeaseBook
 from crawler.meta import LEASE
 from crawler.signals import connect_settled
-from utils import keys, stats
-from utils.clients import redis_client
-from utils.domains import url_domain
-from utils.frontier import Frontier, Lease, Settlement
-from utils.metrics import (
+from utils.config.clients import redis_client
+from utils.config.settings import Settings
+from utils.frontier import Frontier, Lease, Settlement, keys
+from utils.frontier.domains import url_domain
+from utils.frontier.throttle import ThrottleConfig
+from utils.observability import stats
+from utils.observability.metrics import (
     mark_loop,
     record_dropped,
     record_enqueued,
@@ -40,8 +42,6 @@ from utils.metrics import (
     record_throttle_denials,
     set_dependency_up,
 )
-from utils.settings import Settings
-from utils.throttle import ThrottleConfig
 
 log = logging.getLogger(__name__)
 

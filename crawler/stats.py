@@ -2,7 +2,7 @@
 
 Each response counts under `stats:crawler:<host>:<spiderid>:<status>`, each download exception
 under `...:504` (as Scrapy Cluster's LogRetryMiddleware); the counts are buffered in process and
-written every STATS_CYCLE seconds in one pipeline, every key with a TTL (utils/stats.py). Both also
+written every STATS_CYCLE seconds in one pipeline, every key with a TTL (utils/observability/stats.py). Both also
 count in the Prometheus pages-by-status metric (status "error" for an exception; ~5 µs a page).
 """
 
@@ -17,10 +17,10 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from twisted.internet import task
 
-from utils.clients import redis_client
-from utils.metrics import record_page
-from utils.settings import Settings
-from utils.stats import StatsCollector, StatsConfig
+from utils.config.clients import redis_client
+from utils.config.settings import Settings
+from utils.observability.metrics import record_page
+from utils.observability.stats import StatsCollector, StatsConfig
 
 log = logging.getLogger(__name__)
 

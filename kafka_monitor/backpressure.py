@@ -17,10 +17,10 @@ from typing import Any
 
 import redis
 
-from utils import keys
-from utils.clients import RedisClient
-from utils.settings import Settings
-from utils.shards import Shards, spider_shards
+from utils.config.clients import RedisClient
+from utils.config.settings import Settings
+from utils.frontier import keys
+from utils.frontier.shards import Shards, spider_shards
 
 log = logging.getLogger(__name__)
 

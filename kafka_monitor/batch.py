@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from utils.config.redact import redact_request
 from utils.frontier import NewRequest
-from utils.redact import redact_request
 
 Command = Callable[[Any], None]  # adds its Redis commands to the batch's pipeline
 

@@ -17,9 +17,9 @@ from kafka.consumer.fetcher import ConsumerRecord
 from kafka_monitor.batch import Batch, Origin
 from kafka_monitor.plugins.base import stat_name
 from kafka_monitor.validation import schema_source
-from utils import answers
-from utils.errors import InvalidMessage
-from utils.metrics import record_dead_letter, record_incoming
+from utils.config.errors import InvalidMessage
+from utils.observability.metrics import record_dead_letter, record_incoming
+from utils.schemas import answers
 from utils.schemas.matching import Matcher
 
 log = logging.getLogger(__name__)

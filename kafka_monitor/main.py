@@ -8,9 +8,9 @@ import threading
 import time
 
 from kafka_monitor.monitor import KafkaMonitor
-from utils.cli import stop_event_on_signals
-from utils.settings import Settings
-from utils.startup import wait_for_services
+from utils.cli.main import stop_event_on_signals
+from utils.config.settings import Settings
+from utils.node.startup import wait_for_services
 
 log = logging.getLogger(__name__)
 

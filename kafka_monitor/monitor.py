@@ -32,10 +32,12 @@ from kafka_monitor.outbound import Outbound
 from kafka_monitor.partitions import Partitions
 from kafka_monitor.stats import MonitorStats
 from kafka_monitor.writer import RETRIABLE, BatchWriter, Group
-from utils.clients import RedisClient, ensure_topics, kafka_consumer, kafka_producer, redis_client
-from utils.errors import ServiceUnavailable
+from utils.config.clients import RedisClient, ensure_topics, kafka_consumer, kafka_producer, redis_client
+from utils.config.errors import ServiceUnavailable
+from utils.config.plugins import load_plugins
+from utils.config.settings import Settings
 from utils.frontier import Frontier
-from utils.metrics import (
+from utils.observability.metrics import (
     mark_loop,
     observe_batch,
     record_dropped,
@@ -45,8 +47,6 @@ from utils.metrics import (
     set_dependency_up,
     update_consumer_lag,
 )
-from utils.plugins import load_plugins
-from utils.settings import Settings
 
 log = logging.getLogger(__name__)
 

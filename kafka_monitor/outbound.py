@@ -5,8 +5,8 @@ from __future__ import annotations
 from kafka import KafkaProducer
 
 from kafka_monitor.batch import Batch
-from utils import answers
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.schemas import answers
 
 SEND_TIMEOUT = 30.0  # seconds the answers of a batch may take to be confirmed
 

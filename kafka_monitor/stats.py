@@ -1,7 +1,7 @@
 """The kafka monitor's own stats: total, fail and per-plugin counters, heartbeat, state, dump.
 
 Scrapy Cluster did ~14 synchronous Redis writes of stats per message (reference §9); here a batch
-adds to in-memory counters (utils.stats) that are written once per STATS_CYCLE in one pipeline.
+adds to in-memory counters (utils.observability.stats) that are written once per STATS_CYCLE in one pipeline.
 Keys are Scrapy Cluster's: `stats:kafka-monitor:{total,fail,<Plugin>}` (shared by every monitor)
 and the heartbeat `stats:kafka-monitor:self:<host>:<id>`; this process's live state (backpressure)
 is the hash `stats:kafka-monitor:state:<host>:<id>`. Every key it writes has a TTL, the shared
@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka_monitor.batch import Batch
-from utils import keys
-from utils.clients import RedisClient
-from utils.settings import Settings
-from utils.stats import HEARTBEATS, INDEX, StatsCollector, StatsConfig, beat, read_counter
+from utils.config.clients import RedisClient
+from utils.config.settings import Settings
+from utils.frontier import keys
+from utils.observability.stats import HEARTBEATS, INDEX, StatsCollector, StatsConfig, beat, read_counter
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class MonitorStats:
         name = state_key(self.host, self.process_id)
         pipe.hset(name, mapping={k: str(v) for k, v in state.items()})
         pipe.expire(name, self.heartbeat_ttl)
-        # The shared indexes utils.stats writes: every writer pushes their expiry forward, so they
+        # The shared indexes utils.observability.stats writes: every writer pushes their expiry forward, so they
         # vanish only when nothing has written stats or beaten for that long.
         pipe.expire(HEARTBEATS, self.heartbeat_ttl)
         pipe.expire(INDEX, self.config.lifetime_ttl)

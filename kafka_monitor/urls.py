@@ -6,8 +6,8 @@ fingerprint skip w3lib's canonicalisation) the host is taken from the same regex
 
 from __future__ import annotations
 
-from utils.domains import host_domain, url_domain
-from utils.fingerprint import PLAIN_URL, fingerprint
+from utils.frontier.domains import host_domain, url_domain
+from utils.frontier.fingerprint import PLAIN_URL, fingerprint
 
 
 def domain_and_fingerprint(url: str, method: str, body: str | None, filtered: bool = True) -> tuple[str, bytes | None]:

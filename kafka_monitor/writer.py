@@ -19,7 +19,7 @@ from typing import Any
 import redis
 
 from kafka_monitor.batch import Command
-from utils.clients import RedisClient
+from utils.config.clients import RedisClient
 from utils.frontier import Frontier, NewRequest
 
 RETRIABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, redis.ResponseError)

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from redis_monitor.outbox import Outbox
-from utils.clients import RedisClient
-from utils.settings import Settings
-from utils.shards import Shards
-from utils.stats import StatsCollector
+from utils.config.clients import RedisClient
+from utils.config.settings import Settings
+from utils.frontier.shards import Shards
+from utils.observability.stats import StatsCollector
 
 STATS_PREFIX = "stats:redis-monitor:"  # + total | fail | <PluginClass> | <name>:<detail>
 

@@ -13,10 +13,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from utils import crawl_request, keys, progress
-from utils.clients import RedisClient
-from utils.progress import CrawlRef
-from utils.shards import Shards
+from utils.config.clients import RedisClient
+from utils.frontier import crawl_request, keys, progress
+from utils.frontier.progress import CrawlRef
+from utils.frontier.shards import Shards
 
 CHUNK = 5000  # members per ZMSCORE call and HSCAN page
 
@@ -96,7 +96,7 @@ def _add_delayed(
 
 
 def progress_view(client: RedisClient, ref: CrawlRef, shards: Shards | None = None) -> dict[str, Any]:
-    """The crawl's progress with pages/s and ETA (utils.progress, as the REST gateway shows it)."""
+    """The crawl's progress with pages/s and ETA (utils.frontier.progress, as the REST gateway shows it)."""
     read = progress.read(client, ref, shards) or progress.Progress(ref, {}, {})
     return progress.snapshot(read)
 

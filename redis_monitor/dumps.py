@@ -12,10 +12,10 @@ import logging
 from typing import Any
 
 from redis_monitor.stats_report import StatsReport
-from utils.clients import RedisClient
-from utils.settings import Settings
-from utils.shards import Shards
-from utils.stats import StatsConfig, read_counter, stat_bases
+from utils.config.clients import RedisClient
+from utils.config.settings import Settings
+from utils.frontier.shards import Shards
+from utils.observability.stats import StatsConfig, read_counter, stat_bases
 
 log = logging.getLogger(__name__)
 

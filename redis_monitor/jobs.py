@@ -1,6 +1,6 @@
 """The redis monitors' side of the jobs stream: read, take over, retry, acknowledge.
 
-Jobs (utils/jobs.py) are entries of `shoal:jobs`, read by the consumer group `redis-monitors`,
+Jobs (utils/jobs/stream.py) are entries of `shoal:jobs`, read by the consumer group `redis-monitors`,
 so each goes to one monitor and stays pending until that monitor acknowledges it. A pending job
 comes back (XCLAIM, which counts a delivery) when its monitor failed on it (after a retry delay
 that doubles per attempt) or when the monitor that holds it went silent (REDIS_MONITOR_CLAIM_IDLE:
@@ -15,9 +15,9 @@ from typing import Any
 
 import redis
 
-from utils import keys
-from utils.clients import RedisClient
-from utils.jobs import Job
+from utils.config.clients import RedisClient
+from utils.frontier import keys
+from utils.jobs.stream import Job
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from redis_monitor.monitor import RedisMonitor
-from utils.cli import stop_event_on_signals
-from utils.settings import Settings
-from utils.startup import wait_for_services
+from utils.cli.main import stop_event_on_signals
+from utils.config.settings import Settings
+from utils.node.startup import wait_for_services
 
 
 def main(settings: Settings, args: argparse.Namespace) -> int:

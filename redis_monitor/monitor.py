@@ -24,13 +24,14 @@ from redis_monitor.context import Context
 from redis_monitor.dumps import StatsDumper
 from redis_monitor.jobs import JobStream
 from redis_monitor.outbox import Outbox
-from utils import answers, keys
-from utils.clients import ensure_topics, kafka_producer, redis_client
-from utils.jobs import Job
-from utils.metrics import mark_loop, record_dead_letter, record_job, set_dependency_up
-from utils.plugins import load_plugins
-from utils.settings import Settings
-from utils.stats import StatsCollector, StatsConfig, beat
+from utils.config.clients import ensure_topics, kafka_producer, redis_client
+from utils.config.plugins import load_plugins
+from utils.config.settings import Settings
+from utils.frontier import keys
+from utils.jobs.stream import Job
+from utils.observability.metrics import mark_loop, record_dead_letter, record_job, set_dependency_up
+from utils.observability.stats import StatsCollector, StatsConfig, beat
+from utils.schemas import answers
 
 log = logging.getLogger(__name__)
 

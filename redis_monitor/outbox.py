@@ -16,9 +16,9 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.future import Future
 
-from utils import answers
-from utils.metrics import record_produced, set_dependency_up
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.observability.metrics import record_produced, set_dependency_up
+from utils.schemas import answers
 
 log = logging.getLogger(__name__)
 

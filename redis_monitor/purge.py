@@ -1,4 +1,4 @@
-"""Taking a crawl out of the frontier (stop and expire), through utils/lua/purge.lua.
+"""Taking a crawl out of the frontier (stop and expire), through utils/frontier/lua/purge.lua.
 
 The script removes a chunk of the crawl's requests per call, so a very large crawl never blocks
 Redis for long; the blacklist entry is written by the first call, so no child slips in after. It
@@ -8,11 +8,11 @@ crawl's timeout key (claim_expiry.lua), so exactly one redis monitor expires a c
 
 from __future__ import annotations
 
-from utils import keys
-from utils.clients import RedisClient
-from utils.progress import CrawlRef
-from utils.scripts import source
-from utils.shards import Shards
+from utils.config.clients import RedisClient
+from utils.frontier import keys
+from utils.frontier.progress import CrawlRef
+from utils.frontier.scripts import source
+from utils.frontier.shards import Shards
 
 PURGE_CHUNK = 5000  # requests per purge call (~5 ms of Redis time)
 

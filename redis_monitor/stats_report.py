@@ -1,6 +1,6 @@
 """Stats answers in Scrapy Cluster's shapes (reference §3.3), read without KEYS.
 
-Counters come from utils/stats.py (time-bucketed; every base listed in `stats:index`), process
+Counters come from utils/observability/stats.py (time-bucketed; every base listed in `stats:index`), process
 counts from the heartbeat index, queue backlogs from each spider's domain registry
 (`<sid>:heads`) plus ZCARD. Window keys are strings of seconds plus "lifetime"; an empty
 window is left out, as Scrapy Cluster's vanished rolling keys were.
@@ -12,11 +12,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from utils import keys
-from utils.clients import RedisClient
-from utils.proxy_pool import ProxyPool
-from utils.shards import Shards, spider_shards
-from utils.stats import StatsConfig, live_processes, read_counter, stat_bases
+from utils.config.clients import RedisClient
+from utils.frontier import keys
+from utils.frontier.shards import Shards, spider_shards
+from utils.observability.stats import StatsConfig, live_processes, read_counter, stat_bases
+from utils.proxies.pool import ProxyPool
 
 Counts = dict[str, int]
 KINDS = ("kafka-monitor", "redis-monitor", "crawler", "spider", "machine", "queue", "rest", "proxies", "all")

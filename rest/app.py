@@ -26,8 +26,8 @@ from rest.deps import API_KEY_HEADER
 from rest.envelope import ApiError
 from rest.gateway import Gateway
 from rest.routes import cluster, core, crawls, dashboard
-from utils.metrics import record_rest_request
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.observability.metrics import record_rest_request
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from rest.health import Health, Housekeeper
 from rest.outbound import Outbound
 from rest.pages import PageHub
 from rest.sampler import Sampler
-from utils.clients import RedisClient, redis_client
-from utils.settings import Settings
+from utils.config.clients import RedisClient, redis_client
+from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
 

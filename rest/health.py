@@ -17,9 +17,10 @@ from typing import Any
 
 from rest.kafka_io import broker_reachable
 from rest.outbound import Outbound
-from utils import keys, stats
-from utils.clients import RedisClient
-from utils.settings import Settings
+from utils.config.clients import RedisClient
+from utils.config.settings import Settings
+from utils.frontier import keys
+from utils.observability import stats
 
 log = logging.getLogger(__name__)
 

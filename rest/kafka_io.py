@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from kafka import KafkaConsumer, TopicPartition
 
-from utils.clients import ensure_topics, kafka_consumer
+from utils.config.clients import ensure_topics, kafka_consumer
+from utils.config.settings import Settings
 from utils.services import broker_ready
-from utils.settings import Settings
 
 DEFAULT_KAFKA_PORT = 9092
 FETCH_MAX_WAIT_MS = 50  # a broker that does not wake long polls early (Tansu) would add up to 500 ms per answer

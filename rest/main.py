@@ -8,7 +8,7 @@ import logging
 import uvicorn
 
 from rest.app import create_app
-from utils.settings import Settings
+from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
 

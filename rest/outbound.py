@@ -22,9 +22,9 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from rest.kafka_io import broker_reachable, consumer_at_end
 from rest.waiters import Waiters
-from utils import keys
-from utils.clients import RedisClient, ensure_topics, kafka_producer
-from utils.settings import Settings
+from utils.config.clients import RedisClient, ensure_topics, kafka_producer
+from utils.config.settings import Settings
+from utils.frontier import keys
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,11 @@ from typing import Any
 import ujson
 
 from rest.gateway import Gateway
-from utils import keys, stats
-from utils.clients import RedisClient
-from utils.proxy_pool import ProxyPool
-from utils.shards import Shards, spider_shards
+from utils.config.clients import RedisClient
+from utils.frontier import keys
+from utils.frontier.shards import Shards, spider_shards
+from utils.observability import stats
+from utils.proxies.pool import ProxyPool
 
 COMPONENTS = ("kafka-monitor", "crawler", "redis-monitor", "rest")
 DOMAINS_PER_SPIDER = 200  # best-priority domains whose queue depth is read

@@ -19,7 +19,7 @@ import ujson
 from kafka import KafkaConsumer
 
 from rest.kafka_io import consumer_at_end, seek_to_end
-from utils.settings import Settings
+from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ import time
 from collections import deque
 from typing import Any
 
-from utils import progress
-from utils.clients import RedisClient
-from utils.progress import CrawlRef, Progress, RateTracker
-from utils.settings import Settings
-from utils.shards import Shards
+from utils.config.clients import RedisClient
+from utils.config.settings import Settings
+from utils.frontier import progress
+from utils.frontier.progress import CrawlRef, Progress, RateTracker
+from utils.frontier.shards import Shards
 
 LIVE_LIMIT = 200  # most recent crawls sampled
 

@@ -18,7 +18,7 @@ import ujson
 
 from rest.envelope import BAD_SCHEMA, MUST_JSON, ApiError
 from utils import schemas
-from utils.errors import InvalidMessage
+from utils.config.errors import InvalidMessage
 from utils.schemas.matching import Matcher
 
 REQUEST_KINDS = ("crawl", "action", "stats", "zookeeper")  # the kafka monitor's plugin ranks

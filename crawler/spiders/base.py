@@ -15,7 +15,7 @@ from twisted.python.failure import Failure
 from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
 from crawler.page import failure_message, page_message
 from crawler.retry import RetryPolicy
-from utils import dead_letters
+from utils.frontier import dead_letters
 
 
 class RedisSpider(Spider):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from kafka_monitor.plugins.jobs import JobHandler
-from utils.errors import InvalidMessage
+from utils.config.errors import InvalidMessage
 
 NEED_CRAWLID = ("stop", "dead-letters", "replay-dead-letters", "purge-dead-letters")
 

@@ -7,11 +7,10 @@ from typing import Any, TypedDict
 
 from kafka_monitor.batch import Batch, Command, Origin
 from kafka_monitor.urls import domain_and_fingerprint
-from utils import crawl_request, keys
-from utils.answers import server_time
-from utils.errors import InvalidMessage
-from utils.frontier import NewRequest
-from utils.settings import Settings
+from utils.config.errors import InvalidMessage
+from utils.config.settings import Settings
+from utils.frontier import NewRequest, crawl_request, keys
+from utils.schemas.answers import server_time
 
 
 class CrawlRequest(TypedDict, total=False):

@@ -2,7 +2,7 @@
 
 Scrapy Cluster wrote `info:<spider>:<appid>`-style keys, so two identical requests collided and
 one requester never got an answer; a job here is an entry of the stream `shoal:jobs` with the
-request's own uuid, added once per topic/partition/offset (utils.jobs), so a replay adds nothing.
+request's own uuid, added once per topic/partition/offset (utils.jobs.stream), so a replay adds nothing.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_monitor.batch import Batch, Command, Origin
-from utils.jobs import add_job
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.jobs.stream import add_job
 
 
 class JobHandler:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from utils.answers import server_time
-from utils.jobs import Job
+from utils.jobs.stream import Job
+from utils.schemas.answers import server_time
 
 
 class JobPlugin(Protocol):

@@ -1,6 +1,6 @@
 """Dead-letter actions: list, replay and purge a crawl's dead letters (Shoal's additions to §3.2).
 
-Records live in `<sid>:crawl:<appid>:<crawlid>:dead` (utils/dead_letters.py, newest first).
+Records live in `<sid>:crawl:<appid>:<crawlid>:dead` (utils/frontier/dead_letters.py, newest first).
 Replay queues each request again with its attempt count reset, through the frontier's enqueue
 (as a seed: neither the dupefilter nor a stop refuses a request the client asked back), then
 removes exactly the records it read; a crash in between replays them twice at worst.
@@ -15,12 +15,12 @@ import ujson
 
 from redis_monitor.context import Context
 from redis_monitor.plugins.base import action_answer, is_action
-from utils import answers, crawl_request, keys
-from utils.clients import RedisClient
-from utils.domains import url_domain
-from utils.frontier import Frontier, NewRequest
-from utils.jobs import Job
-from utils.settings import Settings
+from utils.config.clients import RedisClient
+from utils.config.settings import Settings
+from utils.frontier import Frontier, NewRequest, crawl_request, keys
+from utils.frontier.domains import url_domain
+from utils.jobs.stream import Job
+from utils.schemas import answers
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,12 @@ from redis_monitor.context import Context
 from redis_monitor.plugins.base import Every
 from redis_monitor.plugins.stop import purger_of
 from redis_monitor.purge import Purger
-from utils import keys
-from utils.answers import server_time
-from utils.clients import RedisClient
-from utils.metrics import record_crawl_ended
-from utils.progress import CrawlRef
-from utils.settings import Settings
+from utils.config.clients import RedisClient
+from utils.config.settings import Settings
+from utils.frontier import keys
+from utils.frontier.progress import CrawlRef
+from utils.observability.metrics import record_crawl_ended
+from utils.schemas.answers import server_time
 
 log = logging.getLogger(__name__)
 

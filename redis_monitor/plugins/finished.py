@@ -13,12 +13,12 @@ import logging
 from redis_monitor import crawl_info
 from redis_monitor.context import Context
 from redis_monitor.plugins.base import Every
-from utils import keys, progress
-from utils.answers import server_time
-from utils.metrics import record_crawl_ended
-from utils.progress import CrawlRef
-from utils.scripts import source
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.frontier import keys, progress
+from utils.frontier.progress import CrawlRef
+from utils.frontier.scripts import source
+from utils.observability.metrics import record_crawl_ended
+from utils.schemas.answers import server_time
 
 log = logging.getLogger(__name__)
 

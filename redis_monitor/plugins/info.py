@@ -2,7 +2,7 @@
 
 Crawl level reads the crawl's index; app level takes the app's crawls from the registry
 `shoal:crawls` (no SCAN), so both cost O(requests of the crawls asked about). Each answer also
-carries `"progress"` (utils.progress: counters, pages/s, ETA), per crawl at app level.
+carries `"progress"` (utils.frontier.progress: counters, pages/s, ETA), per crawl at app level.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 from redis_monitor import crawl_info
 from redis_monitor.context import Context
 from redis_monitor.plugins.base import action_answer, is_action
-from utils import keys
-from utils.jobs import Job
-from utils.progress import CrawlRef
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.frontier import keys
+from utils.frontier.progress import CrawlRef
+from utils.jobs.stream import Job
 
 log = logging.getLogger(__name__)
 

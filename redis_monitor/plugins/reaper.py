@@ -15,10 +15,10 @@ from typing import Any
 
 from redis_monitor.context import Context
 from redis_monitor.plugins.base import Every
-from utils import crawl_request, dead_letters, keys
-from utils.metrics import record_dead_letter, record_leases_reaped
-from utils.scripts import source
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.frontier import crawl_request, dead_letters, keys
+from utils.frontier.scripts import source
+from utils.observability.metrics import record_dead_letter, record_leases_reaped
 
 log = logging.getLogger(__name__)
 

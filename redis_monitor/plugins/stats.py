@@ -7,11 +7,11 @@ from typing import Any
 
 from redis_monitor.context import Context
 from redis_monitor.stats_report import KINDS, StatsReport
-from utils.answers import error_answer, server_time
-from utils.jobs import Job
-from utils.proxy_pool import ProxyPool
-from utils.settings import Settings
-from utils.stats import StatsConfig
+from utils.config.settings import Settings
+from utils.jobs.stream import Job
+from utils.observability.stats import StatsConfig
+from utils.proxies.pool import ProxyPool
+from utils.schemas.answers import error_answer, server_time
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from typing import Any
 from redis_monitor.context import Context
 from redis_monitor.plugins.base import action_answer, is_action
 from redis_monitor.purge import Purger
-from utils import answers
-from utils.jobs import Job
-from utils.metrics import record_crawl_ended
-from utils.progress import CrawlRef
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.frontier.progress import CrawlRef
+from utils.jobs.stream import Job
+from utils.observability.metrics import record_crawl_ended
+from utils.schemas import answers
 
 log = logging.getLogger(__name__)
 

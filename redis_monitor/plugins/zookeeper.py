@@ -17,10 +17,10 @@ from kazoo.exceptions import BadVersionError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from redis_monitor.context import Context
-from utils import answers
-from utils.clients import zookeeper_client
-from utils.jobs import Job
-from utils.settings import Settings
+from utils.config.clients import zookeeper_client
+from utils.config.settings import Settings
+from utils.jobs.stream import Job
+from utils.schemas import answers
 
 log = logging.getLogger(__name__)
 

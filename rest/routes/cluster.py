@@ -21,7 +21,8 @@ from rest.gateway import Gateway
 from rest.openapi import ENVELOPE_RESPONSES
 from rest.submit import submit
 from rest.validation import check
-from utils import keys, progress, schemas
+from utils import schemas
+from utils.frontier import keys, progress
 
 router = APIRouter()
 DEFAULT_APPID = "shoal-rest"  # appid of the requests the gateway makes for its callers

@@ -17,7 +17,7 @@ from rest.gateway import Gateway
 from rest.openapi import ENVELOPE_RESPONSES, feed_body, poll_body
 from rest.submit import submit
 from rest.validation import match_request, parse_json, poll_id
-from utils import keys
+from utils.frontier import keys
 
 log = logging.getLogger(__name__)
 router = APIRouter()

@@ -19,9 +19,9 @@ from rest.openapi import ENVELOPE_RESPONSES
 from rest.sampler import LIVE_LIMIT
 from rest.submit import submit
 from rest.validation import check
-from utils import progress
-from utils.progress import CrawlRef, RateTracker
-from utils.shards import Shards
+from utils.frontier import progress
+from utils.frontier.progress import CrawlRef, RateTracker
+from utils.frontier.shards import Shards
 
 router = APIRouter(tags=["crawls"])
 KEEPALIVE = 15.0  # seconds: a progress event is sent at least this often, changed or not

@@ -15,9 +15,9 @@ import pytest
 
 from tests.support.cluster import TestCluster
 from tests.support.kafka import produce
-from utils import keys
-from utils.clients import redis_client
+from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
+from utils.frontier import keys
 from utils.services import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]

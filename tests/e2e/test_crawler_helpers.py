@@ -14,11 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.support.cluster import TestCluster
-from utils import crawl_request, keys, schemas
-from utils.clients import redis_client
-from utils.domains import url_domain
-from utils.fingerprint import fingerprint
-from utils.frontier import Frontier, NewRequest
+from utils import schemas
+from utils.config.clients import redis_client
+from utils.frontier import Frontier, NewRequest, crawl_request, keys
+from utils.frontier.domains import url_domain
+from utils.frontier.fingerprint import fingerprint
 
 
 def seed(cluster: TestCluster, url: str, **fields: Any) -> None:

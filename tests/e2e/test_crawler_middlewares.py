@@ -12,9 +12,9 @@ from tests.e2e.test_crawler_fields import start_crawler
 from tests.e2e.test_crawler_helpers import EchoServer, progress, seed, settled
 from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
-from utils import keys
-from utils.clients import redis_client
+from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
+from utils.frontier import keys
 from utils.services import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

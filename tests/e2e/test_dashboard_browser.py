@@ -21,8 +21,8 @@ from playwright.sync_api import Page, sync_playwright
 from tests.integration.test_rest_helpers import base_url, client_of, gateway_cluster, redis_of
 from tests.support.cluster import REPO
 from tests.support.services import wait_until
-from utils import keys
 from utils.demosite import SiteServer, generate_site
+from utils.frontier import keys
 from utils.services import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -74,7 +74,7 @@ def test_the_dashboard_shows_a_live_crawl(services, tmp_path, site_server, brows
         page.goto(f"{base_url(cluster)}/dashboard")
         page.wait_for_selector('#health[data-health="GREEN"]', timeout=20_000)
         follow = subprocess.Popen(
-            [sys.executable, "-m", "utils.cli", "feed", "-f", str(requests), "--follow"],
+            [sys.executable, "-m", "utils.cli.main", "feed", "-f", str(requests), "--follow"],
             cwd=REPO, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
 

@@ -19,9 +19,9 @@ from tests.e2e.test_crawler_helpers import crawler_started, progress, seed, sett
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader
 from tests.support.services import wait_until
-from utils import keys
-from utils.clients import redis_client
+from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
+from utils.frontier import keys
 from utils.services import LocalServices, free_port, start_local_services
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 def shoal(options: list[str], *command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "utils.cli", *options, *command], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "utils.cli.main", *options, *command], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout, check=False)  # fmt: skip
 
 

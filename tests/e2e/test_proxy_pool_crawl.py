@@ -19,10 +19,11 @@ import pytest
 from tests.support.cluster import REPO, TestCluster
 from tests.support.kafka import TopicReader, produce
 from tests.support.services import wait_until
-from utils import keys, proxy_keys
-from utils.clients import redis_client
+from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
-from utils.proxy_pool import ProxyPool
+from utils.frontier import keys
+from utils.proxies import keys as proxy_keys
+from utils.proxies.pool import ProxyPool
 from utils.services import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -126,7 +127,7 @@ def all_output(cluster: TestCluster, pages: list[dict], client) -> str:
     """Component logs, page messages, every Redis key and value, `shoal proxies`."""
     logs = "".join(c.log_path.read_text(errors="replace") for c in cluster.components)
     stored = [f"{k}={client.dump(k)!r}" for k in client.scan_iter("*")]
-    listing = subprocess.run([".venv/bin/python", "-m", "utils.cli", "proxies"], cwd=REPO, env=cluster.env,
+    listing = subprocess.run([".venv/bin/python", "-m", "utils.cli.main", "proxies"], cwd=REPO, env=cluster.env,
                              capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     return logs + json.dumps(pages) + "".join(stored) + listing.stdout + listing.stderr
 

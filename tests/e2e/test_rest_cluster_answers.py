@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.test_rest_helpers import client_of, gateway_cluster, redis_of, success_data
-from utils import dead_letters
+from utils.frontier import dead_letters
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -35,7 +35,7 @@ COMPONENTS = ("shoal:kafka-monitor", "shoal:redis-monitor", "shoal:crawler-00")
 
 
 def shoal(options: list[str], *command: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "utils.cli", *options, *command], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "utils.cli.main", *options, *command], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout, check=False)  # fmt: skip
 
 

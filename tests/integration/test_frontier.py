@@ -8,9 +8,8 @@ import pytest
 import redis
 
 from tests.support.frontier_keys import crawl_counters, in_shard
-from utils import crawl_request, keys, stored_requests
-from utils.fingerprint import fingerprint
-from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy
+from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy, crawl_request, keys, stored_requests
+from utils.frontier.fingerprint import fingerprint
 
 pytestmark = pytest.mark.integration
 OPEN = ThrottlePolicy(hits=0)  # unthrottled

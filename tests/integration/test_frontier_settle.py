@@ -11,10 +11,9 @@ import redis
 from tests.integration.test_frontier import OPEN, new, progress
 from tests.support.frontier_keys import in_shard
 from tests.support.services import wait_until
-from utils import crawl_request, keys
-from utils.fingerprint import bloom_size, fingerprint
-from utils.frontier import Ack, Frontier, NewRequest, Retry, Settlement, ThrottlePolicy
-from utils.shards import Shards
+from utils.frontier import Ack, Frontier, NewRequest, Retry, Settlement, ThrottlePolicy, crawl_request, keys
+from utils.frontier.fingerprint import bloom_size, fingerprint
+from utils.frontier.shards import Shards
 
 pytestmark = pytest.mark.integration
 

@@ -21,9 +21,9 @@ from tests.support.cluster import TestCluster
 from tests.support.frontier_keys import every_key, in_shard, progress_hash
 from tests.support.kafka import produce
 from tests.support.services import wait_until
-from utils import crawl_request, keys, stored_requests
-from utils.clients import redis_client
-from utils.jobs import Job
+from utils.config.clients import redis_client
+from utils.frontier import crawl_request, keys, stored_requests
+from utils.jobs.stream import Job
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,9 @@ from tests.support.cluster import Component, TestCluster
 from tests.support.frontier_keys import in_shard, progress_hash
 from tests.support.kafka import produce
 from tests.support.services import wait_until
-from utils import keys, stored_requests
-from utils.clients import ensure_topics, redis_client
-from utils.shards import Shards
+from utils.config.clients import ensure_topics, redis_client
+from utils.frontier import keys, stored_requests
+from utils.frontier.shards import Shards
 
 pytestmark = pytest.mark.integration
 

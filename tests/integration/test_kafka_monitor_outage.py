@@ -17,8 +17,8 @@ from kafka_monitor.monitor import KafkaMonitor
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader
 from tests.support.services import wait_until
-from utils import keys, stored_requests
-from utils.clients import ensure_topics, redis_client
+from utils.config.clients import ensure_topics, redis_client
+from utils.frontier import keys, stored_requests
 from utils.services import start_local_services
 
 pytestmark = pytest.mark.integration
@@ -111,8 +111,8 @@ def test_no_batch_is_written_past_one_that_failed(cluster: TestCluster, tmp_path
     from kafka_monitor.dispatch import Dispatcher
     from kafka_monitor.writer import RETRIABLE, BatchWriter
     from tests.unit.test_kafka_monitor_dispatch import Record
+    from utils.config.plugins import load_plugins
     from utils.frontier import Frontier
-    from utils.plugins import load_plugins
 
     with start_local_services(tmp_path / "own-redis", services=["redis"]) as own:
         settings = cluster.settings.copy_with(REDIS_HOST=own.redis.host, REDIS_PORT=own.redis.port, REDIS_DB=0)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from kafka_monitor.monitor import KafkaMonitor
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader, produce
-from utils import keys
-from utils.clients import redis_client
+from utils.config.clients import redis_client
+from utils.frontier import keys
 
 pytestmark = pytest.mark.integration
 

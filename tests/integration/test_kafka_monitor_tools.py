@@ -22,7 +22,7 @@ CRAWL = {"url": "http://www.dmoztools.net/", "appid": "testapp", "crawlid": "abc
 
 def shoal(cluster: TestCluster, *argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "utils.cli", "-ll", "WARNING", *argv], cwd=REPO, env=cluster.env,
+        [sys.executable, "-m", "utils.cli.main", "-ll", "WARNING", *argv], cwd=REPO, env=cluster.env,
         input=stdin, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
@@ -101,8 +101,8 @@ def test_dump_pretty_prints(cluster: TestCluster, pages: str) -> None:
 
 
 def test_burst_mode_processes_what_the_topic_holds_and_exits(cluster: TestCluster) -> None:
-    from utils import keys
-    from utils.clients import ensure_topics, redis_client
+    from utils.config.clients import ensure_topics, redis_client
+    from utils.frontier import keys
 
     ensure_topics(cluster.settings, [cluster.settings.incoming_topic])
     crawls = [{**CRAWL, "url": f"http://burst.com/{i}", "crawlid": "burst"} for i in range(50)]

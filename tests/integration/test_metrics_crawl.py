@@ -18,12 +18,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.cluster import TestCluster
 from tests.support.frontier_keys import crawl_counters
 from tests.support.kafka import produce
-from utils.clients import redis_client
+from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
-from utils.metrics import register_frontier_collector, start_metrics_server, stop_metrics_server
-from utils.metrics import unregister_frontier_collector as unregister
-from utils.metrics.registry import STATE
-from utils.metrics.server import configure_process
+from utils.frontier.metrics import register_frontier_collector
+from utils.frontier.metrics import unregister_frontier_collector as unregister
+from utils.observability.metrics import start_metrics_server, stop_metrics_server
+from utils.observability.metrics.registry import STATE
+from utils.observability.metrics.server import configure_process
 from utils.services import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

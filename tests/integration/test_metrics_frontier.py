@@ -12,14 +12,14 @@ import redis
 from tests.support.frontier_keys import in_shard
 from tests.support.kafka import produce
 from tests.support.services import wait_until
-from utils import keys
-from utils.clients import ensure_topics, kafka_consumer
-from utils.metrics import REGISTRY, register_frontier_collector, unregister_frontier_collector, update_consumer_lag
-from utils.metrics.frontier import FrontierCollector
-from utils.metrics.registry import STATE
-from utils.metrics.server import configure_process
+from utils.config.clients import ensure_topics, kafka_consumer
+from utils.config.settings import Settings
+from utils.frontier import keys
+from utils.frontier.metrics import FrontierCollector, register_frontier_collector, unregister_frontier_collector
+from utils.observability.metrics import REGISTRY, update_consumer_lag
+from utils.observability.metrics.registry import STATE
+from utils.observability.metrics.server import configure_process
 from utils.services import free_port
-from utils.settings import Settings
 
 pytestmark = pytest.mark.integration
 

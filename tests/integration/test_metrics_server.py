@@ -18,12 +18,12 @@ import pytest
 
 from tests.support.metrics import scrape
 from tests.support.services import wait_until
-from utils import metrics
-from utils.errors import ConfigError
-from utils.metrics.registry import STATE
-from utils.metrics.server import configure_process
+from utils.config.errors import ConfigError
+from utils.config.settings import Settings
+from utils.observability import metrics
+from utils.observability.metrics.registry import STATE
+from utils.observability.metrics.server import configure_process
 from utils.services import free_port
-from utils.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,7 @@ def test_a_fixed_port_already_taken_is_a_config_error(served: str) -> None:
 
 def _health(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "utils.metrics.health", *args], cwd=REPO, capture_output=True, text=True,
+        [sys.executable, "-m", "utils.observability.metrics.health", *args], cwd=REPO, capture_output=True, text=True,
         timeout=60, check=False, env={**os.environ, **(env or {})},
     )  # fmt: skip
 
@@ -129,9 +129,9 @@ def test_the_health_check_reads_the_port_from_the_settings(served: str) -> None:
 PROBE = textwrap.dedent(
     """
     import threading
-    from utils.cli import stop_event_on_signals
-    from utils.metrics import record_page, start_metrics_server, stop_metrics_server
-    from utils.settings import Settings
+    from utils.cli.main import stop_event_on_signals
+    from utils.observability.metrics import record_page, start_metrics_server, stop_metrics_server
+    from utils.config.settings import Settings
 
     stop = stop_event_on_signals()
     start_metrics_server(Settings.load(), "crawler")
@@ -182,13 +182,13 @@ def node(tmp_path: Path) -> Iterator[dict[str, Any]]:
     subprocess.run([str(supervisord), "-c", str(config)], cwd=REPO, check=True, timeout=30)
     options = ["-s", f"RUN_DIR={run_root}"]
     yield {"options": options, "run_dir": run_dir, "config": config}
-    subprocess.run([sys.executable, "-m", "utils.cli", *options, "down", "--node", "probe"], cwd=REPO,
+    subprocess.run([sys.executable, "-m", "utils.cli.main", *options, "down", "--node", "probe"], cwd=REPO,
                    capture_output=True, timeout=100, check=False)  # fmt: skip
 
 
 def _status(options: list[str]) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "utils.cli", *options, "status", "--json", "--node", "probe"], cwd=REPO,
+        [sys.executable, "-m", "utils.cli.main", *options, "status", "--json", "--node", "probe"], cwd=REPO,
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     report: dict[str, Any] = json.loads(done.stdout)

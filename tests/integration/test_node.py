@@ -29,7 +29,7 @@ SERVICES = ("redis", "zookeeper", "kafka")
 def _shoal(options: list[str], *command: str) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user would, from the repository root."""
     return subprocess.run(
-        [sys.executable, "-m", "utils.cli", *options, *command], cwd=REPO, capture_output=True, text=True,
+        [sys.executable, "-m", "utils.cli.main", *options, *command], cwd=REPO, capture_output=True, text=True,
         timeout=100, check=False,
     )  # fmt: skip
 

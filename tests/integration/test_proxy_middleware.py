@@ -19,8 +19,8 @@ from twisted.internet.error import ConnectionRefusedError as Refused
 from crawler.meta import LEASE
 from crawler.proxies import POOL, PROXY_RETRIES, AllProxiesQuarantined, ProxyPoolMiddleware
 from crawler.signals import connect_settled
-from utils.domain_config import DomainConfig
-from utils.proxy_pool import ProxyPool, parse_proxy_list
+from utils.frontier.domain_config import DomainConfig
+from utils.proxies.pool import ProxyPool, parse_proxy_list
 
 pytestmark = pytest.mark.integration
 POOL_LIST = "http://u:pw1@127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3"

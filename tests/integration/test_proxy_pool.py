@@ -13,8 +13,8 @@ import redis
 
 from tests.support.cluster import REPO
 from tests.support.frontier_keys import every_key
-from utils import proxy_keys
-from utils.proxy_pool import ProxyPool, parse_proxy_list
+from utils.proxies import keys as proxy_keys
+from utils.proxies.pool import ProxyPool, parse_proxy_list
 
 pytestmark = pytest.mark.integration
 PROXIES = "http://user:s3cret@127.0.0.1:1,http://127.0.0.1:2"
@@ -78,7 +78,7 @@ def test_shoal_proxies_lists_the_pool(redis_db: redis.Redis, services, backend_s
         "REDIS_DB": str(redis_db.connection_pool.connection_kwargs["db"]),
     }  # fmt: skip
     env = {**{f"SHOAL_{k}": v for k, v in where.items()}, "SHOAL_PROXY_LIST": PROXIES, "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-m", "utils.cli", "proxies"], cwd=REPO, env=env,
+    out = subprocess.run([sys.executable, "-m", "utils.cli.main", "proxies"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     lines = out.stdout.splitlines()
     assert len(lines) == 2

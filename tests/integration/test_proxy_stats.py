@@ -6,9 +6,9 @@ import pytest
 import redis
 
 from redis_monitor.stats_report import StatsReport
-from utils.metrics.proxies import ProxyCollector
-from utils.proxy_pool import ProxyPool, parse_proxy_list
-from utils.stats import StatsConfig
+from utils.observability.stats import StatsConfig
+from utils.proxies.metrics import ProxyCollector
+from utils.proxies.pool import ProxyPool, parse_proxy_list
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,8 @@ from tests.integration.test_redis_monitor_helpers import (
 )
 from tests.support.cluster import TestCluster
 from tests.support.frontier_keys import in_shard, progress_hash, shard_sum
-from utils import crawl_request, keys, stored_requests
-from utils.clients import redis_client
-from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy
+from utils.config.clients import redis_client
+from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy, crawl_request, keys, stored_requests
 
 pytestmark = pytest.mark.integration
 

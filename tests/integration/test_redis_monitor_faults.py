@@ -14,8 +14,8 @@ from tests.integration.test_redis_monitor_helpers import add_jobs, new_uuid
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader
 from tests.support.services import wait_until
-from utils import keys
-from utils.clients import redis_client
+from utils.config.clients import redis_client
+from utils.frontier import keys
 from utils.services import start_local_services
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

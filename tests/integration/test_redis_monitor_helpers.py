@@ -14,10 +14,9 @@ import redis
 from redis_monitor.monitor import RedisMonitor
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader
-from utils import crawl_request
-from utils.clients import redis_client
-from utils.frontier import Frontier, NewRequest
-from utils.jobs import add_job
+from utils.config.clients import redis_client
+from utils.frontier import Frontier, NewRequest, crawl_request
+from utils.jobs.stream import add_job
 
 _origins = itertools.count()
 

@@ -14,8 +14,7 @@ from tests.integration.test_redis_monitor_helpers import (
 )
 from tests.support.cluster import TestCluster
 from tests.support.frontier_keys import first_shard, in_shard, progress_hash, shard_sum
-from utils import crawl_request, dead_letters, keys
-from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy
+from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy, crawl_request, dead_letters, keys
 
 pytestmark = pytest.mark.integration
 

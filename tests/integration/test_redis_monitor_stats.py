@@ -8,8 +8,8 @@ import pytest
 
 from tests.integration.test_redis_monitor_helpers import add_jobs, answered, drive, frontier_of, running_monitor, seed
 from tests.support.cluster import TestCluster
-from utils import keys
-from utils.stats import StatsCollector, StatsConfig, beat
+from utils.frontier import keys
+from utils.observability.stats import StatsCollector, StatsConfig, beat
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import yaml
 from tests.integration.test_redis_monitor_helpers import add_jobs, answered, drive, new_uuid, running_monitor
 from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
-from utils.clients import redis_client
+from utils.config.clients import redis_client
 from utils.services import free_port
 
 pytestmark = pytest.mark.integration

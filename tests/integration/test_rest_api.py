@@ -28,7 +28,8 @@ from tests.integration.test_rest_helpers import (
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader, produce
 from tests.support.services import wait_until
-from utils import dead_letters, keys, stats
+from utils.frontier import dead_letters, keys
+from utils.observability import stats
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -12,10 +12,10 @@ import ujson
 from tests.integration.test_rest_helpers import redis_of, write_progress
 from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
-from utils import keys, progress
-from utils.progress import CrawlRef
+from utils.frontier import keys, progress
+from utils.frontier.progress import CrawlRef
+from utils.frontier.shards import Shards
 from utils.services import free_port
-from utils.shards import Shards
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

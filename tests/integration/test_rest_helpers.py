@@ -13,10 +13,10 @@ import redis
 
 from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
-from utils import keys
-from utils.clients import redis_client
+from utils.config.clients import redis_client
+from utils.frontier import keys
+from utils.frontier.shards import Shards
 from utils.services import LocalServices, free_port
-from utils.shards import Shards
 
 
 @contextmanager

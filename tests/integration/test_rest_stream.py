@@ -16,7 +16,7 @@ from rest import envelope
 from tests.integration.test_rest_helpers import client_of, envelope_error, gateway_cluster, redis_of, write_progress
 from tests.support.cluster import TestCluster
 from tests.support.kafka import produce
-from utils import keys
+from utils.frontier import keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

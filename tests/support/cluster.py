@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from utils.config.settings import Settings
 from utils.services import LocalServices
-from utils.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 _databases = itertools.count(1)  # database 0 is left to ad-hoc use; 1023 tests per session
@@ -46,7 +46,7 @@ class Component:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "utils.cli", *argv], cwd=REPO, env=env,
+            [sys.executable, "-m", "utils.cli.main", *argv], cwd=REPO, env=env,
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
 

@@ -1,7 +1,7 @@
 """Frontier key names as a test's Redis backend holds them.
 
 On one redis-server the names are Scrapy Cluster's; on a Redis Cluster each frontier key starts with
-the hash tag of its domain's shard (utils/shards.py), and a crawl's progress is kept per shard.
+the hash tag of its domain's shard (utils/frontier/shards.py), and a crawl's progress is kept per shard.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from typing import Any
 
 import redis
 
-from utils import keys, progress
-from utils.progress import CrawlRef
-from utils.shards import Shards
+from utils.frontier import keys, progress
+from utils.frontier.progress import CrawlRef
+from utils.frontier.shards import Shards
 
 
 def in_shard(client: Any, key: str, domain: str) -> str:
-    """`key` (a name from utils.keys) in the shard that holds `domain`."""
+    """`key` (a name from utils.frontier.keys) in the shard that holds `domain`."""
     return Shards.for_client(client).tag(domain) + key
 
 

@@ -1,4 +1,4 @@
-"""utils.log's buffered handler: per-page lines may wait ≤ FLUSH_EVERY, every other line goes out at once."""
+"""utils.config.log's buffered handler: per-page lines may wait ≤ FLUSH_EVERY, every other line goes out at once."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.cluster import REPO
 from tests.support.services import wait_until
-from utils.log import PER_PAGE, BufferedStreamHandler, JsonFormatter
+from utils.config.log import PER_PAGE, BufferedStreamHandler, JsonFormatter
 
 
 @pytest.fixture
@@ -62,8 +62,8 @@ def test_a_warning_is_written_at_once_even_when_marked(logged: tuple[logging.Log
 
 SCRIPT = """
 import logging
-from utils.settings import Settings
-from utils.log import PER_PAGE, setup_logging
+from utils.config.settings import Settings
+from utils.config.log import PER_PAGE, setup_logging
 setup_logging(Settings.load(environ={}), "crawl")
 print("printed first", flush=False)
 logging.getLogger("a").info("page one", extra=PER_PAGE)

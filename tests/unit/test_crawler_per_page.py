@@ -15,8 +15,8 @@ from twisted.internet import defer
 
 from crawler.middlewares import MetaPassthroughMiddleware
 from crawler.pipelines import Deliveries, _page_event
-from utils import fingerprint as fingerprints
-from utils.log import PER_PAGE
+from utils.config.log import PER_PAGE
+from utils.frontier import fingerprint as fingerprints
 
 PAGE_META = {"appid": "app", "crawlid": "c1", "spiderid": "link", "attrs": {"a": 1}, "maxdepth": 3, "curdepth": 1}
 

@@ -15,9 +15,8 @@ from crawler.meta import LEASE
 from crawler.middlewares import MetaPassthroughMiddleware
 from crawler.spiders.link import LinkSpider
 from crawler.spiders.wandering import WanderingSpider
-from utils import crawl_request
-from utils.frontier import Lease
-from utils.settings import Settings
+from utils.config.settings import Settings
+from utils.frontier import Lease, crawl_request
 
 BASE = "http://drudge.com/index.html"
 PAGE = b"""<html><body>

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from utils.cli import COMMANDS, build_parser
-from utils.metrics.frontier import FrontierCollector
-from utils.metrics.registry import REGISTRY
-from utils.settings import Settings
+from utils.cli.main import COMMANDS, build_parser
+from utils.config.settings import Settings
+from utils.frontier.metrics import FrontierCollector
+from utils.observability.metrics.registry import REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"
@@ -211,7 +211,7 @@ def test_image_and_compose_share_the_health_check() -> None:
     healthcheck = [value for op, value in dockerfile() if op == "HEALTHCHECK"][0]
     command = json.loads(healthcheck.split("CMD", 1)[1])
 
-    assert command == ["python", "-m", "utils.metrics.health"]
+    assert command == ["python", "-m", "utils.observability.metrics.health"]
     for name in SHOAL_SERVICES:
         assert services()[name]["healthcheck"]["test"] == ["CMD", *command]
 

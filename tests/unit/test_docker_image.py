@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from utils.cli import COMMANDS
+from utils.cli.main import COMMANDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -90,5 +90,5 @@ def test_the_install_step_yields_a_working_shoal_outside_the_source_tree(tmp_pat
     assert [str(path) for path in data if not (site / path).is_file()] == []
     helped = run([str(venv / "bin" / "shoal"), "--help"], tmp_path)
     assert all(name in helped.stdout for name in COMMANDS)
-    health = run([python, "-m", "utils.metrics.health", "--help"], tmp_path)
+    health = run([python, "-m", "utils.observability.metrics.health", "--help"], tmp_path)
     assert health.returncode == 0, health.stderr

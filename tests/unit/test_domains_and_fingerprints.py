@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from utils.domains import url_domain
-from utils.fingerprint import FINGERPRINT_BYTES, fingerprint
+from utils.frontier.domains import url_domain
+from utils.frontier.fingerprint import FINGERPRINT_BYTES, fingerprint
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ import pytest
 
 from kafka_monitor.batch import Batch, Origin
 from kafka_monitor.dispatch import Dispatcher
-from utils import crawl_request
-from utils.errors import InvalidMessage
-from utils.plugins import load_plugins
-from utils.settings import Settings
+from utils.config.errors import InvalidMessage
+from utils.config.plugins import load_plugins
+from utils.config.settings import Settings
+from utils.frontier import crawl_request
 
 CRAWL = {"url": "http://www.dmoztools.net/", "appid": "testapp", "crawlid": "abc123", "maxdepth": 2, "priority": 90}
 INFO = {"action": "info", "appid": "testapp", "crawlid": "ABC123", "uuid": "abc12333", "spiderid": "link"}

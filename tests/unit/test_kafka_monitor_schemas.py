@@ -15,7 +15,7 @@ from kafka_monitor.plugins.crawl import CrawlRequest
 from kafka_monitor.plugins.stats import StatsRequest
 from kafka_monitor.plugins.zookeeper import ZookeeperRequest
 from utils import schemas
-from utils.errors import InvalidMessage
+from utils.config.errors import InvalidMessage
 from utils.schemas.matching import _nested_defaults, checker
 
 ACTION = {"action": "info", "appid": "testapp", "crawlid": "ABC123", "uuid": "abc12333", "spiderid": "link"}

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from w3lib.url import canonicalize_url
 
 from kafka_monitor.urls import domain_and_fingerprint
-from utils.domains import url_domain
-from utils.fingerprint import PLAIN_URL, canonical_fingerprint, fingerprint
+from utils.frontier.domains import url_domain
+from utils.frontier.fingerprint import PLAIN_URL, canonical_fingerprint, fingerprint
 
 label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 host = st.lists(label, min_size=1, max_size=4).map(".".join)

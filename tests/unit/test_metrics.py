@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from utils import metrics
-from utils.metrics import publish
-from utils.metrics.frontier import FrontierCollector
-from utils.metrics.registry import LABELS, OTHER, REGISTRY, STATE, LabelBudget
-from utils.metrics.server import configure_process, url_for
+from utils.config.settings import Settings
+from utils.frontier.metrics import FrontierCollector
 from utils.node.layout import NodeLayout
 from utils.node.status import add_metrics_urls, format_metrics
-from utils.settings import Settings
+from utils.observability import metrics
+from utils.observability.metrics import publish
+from utils.observability.metrics.registry import LABELS, OTHER, REGISTRY, STATE, LabelBudget
+from utils.observability.metrics.server import configure_process, url_for
 
 
 def value(name: str, **labels: str) -> float:

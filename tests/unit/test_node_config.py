@@ -11,11 +11,11 @@ import pytest
 from supervisor.datatypes import RestartUnconditionally
 from supervisor.options import ServerOptions
 
-from utils.errors import ConfigError
+from utils.config.errors import ConfigError
+from utils.config.settings import Settings
 from utils.node.config import child_environment, encode_environment, render_config, write_config
 from utils.node.layout import NodeLayout, parse_services, resolve_layout
 from utils.node.status import format_table, process_rows
-from utils.settings import Settings
 
 SERVICES = ["redis", "zookeeper", "kafka"]
 COMPONENTS = ["kafka-monitor", "redis-monitor", "rest"]
@@ -60,9 +60,9 @@ def test_every_program_of_a_node_is_rendered(tmp_path: Path) -> None:
     expected = [f"services:{name}" for name in SERVICES] + [f"shoal:{name}" for name in COMPONENTS]
     assert sorted(programs) == sorted([*expected, "shoal:crawler-00"])
     redis = programs["services:redis"]
-    assert redis.command.split()[1:] == ["-m", "utils.cli", "service", "redis", "--node", "n1"]
+    assert redis.command.split()[1:] == ["-m", "utils.cli.main", "service", "redis", "--node", "n1"]
     assert Path(redis.directory) == Path(__file__).resolve().parents[2]
-    assert programs["shoal:rest"].command.split()[1:] == ["-m", "utils.cli", "rest"]
+    assert programs["shoal:rest"].command.split()[1:] == ["-m", "utils.cli.main", "rest"]
 
 
 def test_programs_restart_with_back_off_and_log_to_rotated_files(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_crawlers_are_numbered_processes_of_one_program(tmp_path: Path, crawlers
     names = sorted(name for name in programs if "crawler" in name)
     assert names == [f"shoal:crawler-{n:02d}" for n in range(crawlers)]
     assert all(programs[name].autostart for name in names)
-    assert programs[names[-1]].command.split()[1:] == ["-m", "utils.cli", "crawl", "--spider", "link"]
+    assert programs[names[-1]].command.split()[1:] == ["-m", "utils.cli.main", "crawl", "--spider", "link"]
 
 
 def test_no_crawlers_renders_one_that_does_not_start(tmp_path: Path) -> None:

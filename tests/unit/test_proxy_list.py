@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from utils.proxy_pool import parse_proxy_list, redact
+from utils.proxies.pool import parse_proxy_list, redact
 
 
 def test_labels_drop_credentials() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from utils import settings_doc
+from utils.config import settings_doc
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -12,7 +12,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def test_readme_settings_table_matches_the_defaults() -> None:
     text = README.read_text()
     start, end = text.index(settings_doc.BEGIN), text.index(settings_doc.END) + len(settings_doc.END)
-    assert text[start:end] == settings_doc.block(), "run: python -m utils.settings_doc, paste into README.md"
+    assert text[start:end] == settings_doc.block(), "run: python -m utils.config.settings_doc, paste into README.md"
 
 
 def test_readme_opens_with_the_two_commands() -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from utils import answers, dead_letters
-from utils.redact import redact_request, redact_url
+from utils.config.redact import redact_request, redact_url
+from utils.frontier import dead_letters
+from utils.schemas import answers
 
 SECRET = "http://alice:s3cret@proxy.local:3128"
 

@@ -8,7 +8,7 @@ from redis_monitor.plugins.base import Every, action_answer, is_action
 from redis_monitor.plugins.expire import _as_time
 from redis_monitor.plugins.zookeeper import apply_change
 from redis_monitor.stats_report import spider_of
-from utils.jobs import Job
+from utils.jobs.stream import Job
 
 
 def request(action: str, domain: str = "ebay.com", **extra) -> dict:

@@ -13,7 +13,7 @@ from rest.pages import summary
 from rest.validation import REQUEST_KINDS, match_request, parse_json, poll_id, request_kinds
 from rest.waiters import Waiters
 from utils import schemas
-from utils.settings import Settings
+from utils.config.settings import Settings
 
 
 @pytest.mark.parametrize("raw", [b"{nope", b"null", b"", b"\xff\xfe"])

@@ -1,4 +1,4 @@
-"""The progress model (utils/progress.py): counters, pages/s, ETA, and the terminal lines."""
+"""The progress model (utils/frontier/progress.py): counters, pages/s, ETA, and the terminal lines."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from utils import progress
-from utils.progress import CrawlRef, RateTracker
+from utils.frontier import progress
+from utils.frontier.progress import CrawlRef, RateTracker
 
 REF = CrawlRef("link", "app", "crawl1")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from utils import schemas
-from utils.errors import InvalidMessage
+from utils.config.errors import InvalidMessage
 
 BASE = {"url": "http://www.dmoztools.net/", "appid": "testapp", "crawlid": "abc123"}
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from utils.errors import ConfigError
-from utils.settings import Settings, default_values
+from utils.config.errors import ConfigError
+from utils.config.settings import Settings, default_values
 
 
 def test_defaults_keep_scrapy_cluster_names_and_values() -> None:
@@ -70,7 +70,7 @@ def test_unknown_or_unreadable_settings_are_start_up_errors(environ, overrides) 
 
 
 def test_every_default_is_documented_with_a_comment() -> None:
-    source = Path("utils/default_settings.py").read_text().splitlines()
+    source = Path("utils/config/default_settings.py").read_text().splitlines()
     for name in default_values():
         line = next(line for line in source if line.startswith(f"{name} ") or line.startswith(f"{name}:"))
         assert "#" in line, f"{name} has no comment giving its unit and meaning"

@@ -18,9 +18,9 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from utils.errors import ConfigError
+from utils.config.errors import ConfigError
+from utils.config.settings import ENV_PREFIX, SETTINGS_FILE_ENV, Settings, default_values
 from utils.node.layout import NodeLayout, repo_root
-from utils.settings import ENV_PREFIX, SETTINGS_FILE_ENV, Settings, default_values
 
 TEMPLATE_PATH = repo_root() / "supervisord.conf"
 _INLINE_COMMENT = re.compile(r"\s[;#]")

@@ -23,7 +23,7 @@ from typing import Any
 
 from supervisor.xmlrpc import SupervisorTransport, UnixStreamHTTPConnection
 
-from utils.errors import ShoalError
+from utils.config.errors import ShoalError
 from utils.node.layout import NodeLayout, repo_root
 from utils.services.process import log_tail, pid_alive, wait_gone
 

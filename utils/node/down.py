@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from utils.config.settings import Settings
 from utils.node.control import pid_alive, running_pid, stop_node
 from utils.node.layout import command_layout
-from utils.settings import Settings
 
 STOP_TIMEOUT = 60.0  # seconds for supervisord to stop its programs and exit before SIGKILL
 

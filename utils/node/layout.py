@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.errors import ConfigError
+from utils.config.errors import ConfigError
+from utils.config.settings import Settings
 from utils.services.argv import HOST, SERVICE_NAMES
-from utils.settings import Settings
 
 DEFAULT_PORTS = {"redis": 6379, "zookeeper": 2181, "kafka": 9092}
 SOCKET_PATH_MAX = 100  # bytes; AF_UNIX paths are limited to 108 on Linux, 104 on macOS

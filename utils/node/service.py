@@ -10,10 +10,10 @@ import argparse
 import os
 import sys
 
-from utils.errors import ConfigError
+from utils.config.errors import ConfigError
+from utils.config.settings import Settings
 from utils.node.layout import resolve_layout
 from utils.services.argv import service_argv
-from utils.settings import Settings
 
 
 def service_command(settings: Settings, args: argparse.Namespace) -> int:

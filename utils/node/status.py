@@ -6,10 +6,10 @@ import argparse
 import json
 from typing import Any
 
-from utils.metrics.publish import read_url, url_file
+from utils.config.settings import Settings
 from utils.node.control import RPC_ERRORS, process_info, running_pid
 from utils.node.layout import NodeLayout, command_layout, recorded_addresses
-from utils.settings import Settings
+from utils.observability.metrics.publish import read_url, url_file
 
 
 def _uptime(info: dict[str, Any]) -> int:
@@ -44,7 +44,7 @@ def process_rows(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def add_metrics_urls(rows: list[dict[str, Any]], layout: NodeLayout) -> list[dict[str, Any]]:
     """Each row with `metrics_url`: the URL its current process published, else None (services,
-    stopped programs, metrics off); see utils/metrics/publish.py."""
+    stopped programs, metrics off); see utils/observability/metrics/publish.py."""
     for row in rows:
         program = row["name"].partition(":")[2]
         row["metrics_url"] = read_url(url_file(layout.run_dir, program), row["pid"]) if row["pid"] else None
@@ -115,7 +115,7 @@ def status_command(settings: Settings, args: argparse.Namespace) -> int:
     if metrics:
         print("metrics:")
         print(metrics)
-    from utils.progress import render_crawls  # the running crawls, with progress bars
+    from utils.frontier.progress import render_crawls  # the running crawls, with progress bars
 
     print(render_crawls(settings))
     return 0

@@ -12,7 +12,8 @@ import json
 import os
 import time
 
-from utils.errors import ConfigError
+from utils.config.errors import ConfigError
+from utils.config.settings import Settings
 from utils.node.config import child_environment, render_config, write_config
 from utils.node.control import (
     RPC_ERRORS,
@@ -27,7 +28,6 @@ from utils.node.status import format_addresses, format_table, process_rows
 from utils.services.argv import HOST
 from utils.services.local import PROBES
 from utils.services.process import log_tail, port_in_use
-from utils.settings import Settings
 
 SERVICE_TIMEOUT = 60.0  # seconds for every local service to answer its probe
 SPAWN_TIMEOUT = 5.0  # seconds for supervisord to spawn every autostart program (for the summary)

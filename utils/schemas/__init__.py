@@ -14,7 +14,7 @@ from typing import Any
 
 import fastjsonschema
 
-from utils.errors import InvalidMessage
+from utils.config.errors import InvalidMessage
 
 Validator = Any  # a compiled fastjsonschema function: dict -> dict with defaults filled
 

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 import fastjsonschema
 
 from utils import schemas
-from utils.errors import InvalidMessage
+from utils.config.errors import InvalidMessage
 
 NO_SCHEMA = "Did not find schema to validate request"  # Scrapy Cluster's log event and answer
 

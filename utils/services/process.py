@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from utils.errors import ShoalError
+from utils.config.errors import ShoalError
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,115 @@
+"""One factory per client: Redis, Kafka producer, Kafka consumer, Kafka admin, ZooKeeper.
+
+Timeouts, the fast consumer-group settings (joins take ~3 s instead of ~20 s) and the fail-fast
+ping live here only, so every component talks to the services the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
+from kazoo.client import KazooClient
+
+from utils.config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+RedisClient = Any  # redis.Redis or redis.RedisCluster; both speak the same command API
+
+
+def redis_client(settings: Settings, ping: bool = False, decode: bool = False) -> RedisClient:
+    """A pooled Redis client (hiredis parser when installed); `ping` fails fast if Redis is down."""
+    timeout = settings.get_float("REDIS_SOCKET_TIMEOUT")
+    common: dict[str, Any] = {
+        "host": settings.get_str("REDIS_HOST"),
+        "port": settings.get_int("REDIS_PORT"),
+        "password": settings.get_str("REDIS_PASSWORD") or None,
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "decode_responses": decode,
+    }
+    client: RedisClient
+    if settings.get_bool("REDIS_CLUSTER"):
+        client = redis.RedisCluster(**common)
+    else:
+        client = redis.Redis(db=settings.get_int("REDIS_DB"), health_check_interval=30, **common)
+    if ping:
+        client.ping()
+    return client
+
+
+def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
+    """A producer of raw bytes with Shoal's durability and batching settings."""
+    acks: Any = settings.get_str("KAFKA_PRODUCER_ACKS")
+    compression = settings.get_str("KAFKA_PRODUCER_COMPRESSION")
+    config: dict[str, Any] = {
+        "bootstrap_servers": settings.get_list("KAFKA_HOSTS"),
+        "acks": acks if acks == "all" else int(acks),
+        "linger_ms": settings.get_int("KAFKA_PRODUCER_BATCH_LINGER_MS"),
+        "batch_size": settings.get_int("KAFKA_PRODUCER_BATCH_BYTES"),
+        "max_request_size": settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE") + 64 * 1024,
+        "compression_type": None if compression == "none" else compression,
+        "enable_idempotence": True,  # broker retries never duplicate or reorder a partition
+        "retries": 2**31 - 1,  # a stalled broker is waited for, bounded by delivery_timeout_ms
+        "request_timeout_ms": 15000,
+        "delivery_timeout_ms": 120000,
+        "max_block_ms": 30000,
+    }
+    config.update(overrides)
+    return KafkaProducer(**config)
+
+
+def kafka_consumer(
+    settings: Settings, topics: list[str], group_id: str | None, **overrides: Any
+) -> KafkaConsumer:
+    """A consumer of raw bytes; offsets are committed by the caller, never automatically."""
+    config: dict[str, Any] = {
+        "bootstrap_servers": settings.get_list("KAFKA_HOSTS"),
+        "group_id": group_id,
+        "auto_offset_reset": settings.get_str("KAFKA_CONSUMER_AUTO_OFFSET_RESET"),
+        "enable_auto_commit": False,
+        "max_partition_fetch_bytes": settings.get_int("KAFKA_CONSUMER_FETCH_MESSAGE_MAX_BYTES"),
+        "max_poll_records": settings.get_int("KAFKA_CONSUMER_MAX_RECORDS"),
+        "session_timeout_ms": settings.get_int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS"),
+        "heartbeat_interval_ms": settings.get_int("KAFKA_CONSUMER_HEARTBEAT_MS"),
+        "max_poll_interval_ms": settings.get_int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS"),
+        "fetch_max_wait_ms": 50,  # an idle consumer answers a new message within 50 ms, not 500
+    }
+    config.update(overrides)
+    consumer = KafkaConsumer(**config)
+    if topics:
+        consumer.subscribe(topics)
+    return consumer
+
+
+def ensure_topics(settings: Settings, topics: list[str], partitions: int | None = None) -> None:
+    """Create the topics that are missing, with KAFKA_TOPIC_PARTITIONS partitions."""
+    count = partitions or settings.get_int("KAFKA_TOPIC_PARTITIONS")
+    admin = KafkaAdminClient(bootstrap_servers=settings.get_list("KAFKA_HOSTS"), request_timeout_ms=10000)
+    try:
+        existing = set(admin.list_topics())
+        missing = [
+            NewTopic(t, num_partitions=count, replication_factor=1) for t in topics if t not in existing
+        ]
+        if missing:
+            try:
+                admin.create_topics(missing)
+                log.info("Created topics", extra={"topics": [t.name for t in missing], "partitions": count})
+            except TopicAlreadyExistsError:
+                pass  # another process created them first
+    finally:
+        admin.close()
+
+
+def zookeeper_client(settings: Settings) -> KazooClient:
+    """An unstarted kazoo client; callers start it (and may run without it when it fails)."""
+    return KazooClient(
+        hosts=settings.get_str("ZOOKEEPER_HOSTS"),
+        timeout=settings.get_float("ZOOKEEPER_TIMEOUT"),
+        connection_retry={"max_tries": -1, "max_delay": 5.0},
+    )

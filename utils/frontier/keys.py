@@ -1,0 +1,160 @@
+"""Every Redis key Shoal uses, as one function each.
+
+Names that Scrapy Cluster 1.3 defines are kept (reference §5): `<spiderid>:<domain>:queue`,
+`<spiderid>:dupefilter:<crawlid>`, `timeout:<spiderid>:<appid>:<crawlid>`, the throttle window keys
+and the `stats:` heartbeats. Keys Shoal adds sit next to them under the same spider prefix.
+The Lua scripts in utils/frontier/lua build the same names; `tests/integration/test_frontier.py` checks they agree.
+"""
+
+from __future__ import annotations
+
+SPIDERS = "shoal:spiders"  # SET of spider ids that ever had queued requests
+
+
+def queue(spiderid: str, domain: str) -> str:
+    """ZSET of queued requests, score -priority. A member is the request id (16 hex digits: server
+    time in µs + a counter, so equal priorities come out oldest first) followed by its crawl's code
+    (`crawl_codes`), which says in which crawl's `requests` hash its payload is."""
+    return f"{spiderid}:{domain}:queue"
+
+
+def crawl_requests(spiderid: str, appid: str, crawlid: str) -> str:
+    """HASH `<request id><domain>` -> stored request JSON, for every queued, delayed and in-flight
+    request of one crawl: its payloads and its index at once (O(crawl) info and stop)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:requests"
+
+
+def crawl_codes(spiderid: str) -> str:
+    """HASH `<appid>\t<crawlid>` -> the crawl's short code (hex) in queue members; field `\tseq`
+    is the counter that hands codes out."""
+    return f"{spiderid}:crawl_codes"
+
+
+def crawl_names(spiderid: str) -> str:
+    """HASH code -> `<appid>\t<crawlid>`: the way back from a queue member to its crawl."""
+    return f"{spiderid}:crawl_names"
+
+
+def heads(spiderid: str) -> str:
+    """ZSET domain -> score of its queue's best request: the domain registry of a spider."""
+    return f"{spiderid}:heads"
+
+
+def inflight(spiderid: str) -> str:
+    """ZSET `<domain>\\t<queue member>` -> lease deadline (unix seconds)."""
+    return f"{spiderid}:inflight"
+
+
+def dupefilter(spiderid: str, crawlid: str) -> str:
+    """SET of 8-byte request fingerprints of one crawl; idle expiry DUPEFILTER_TIMEOUT."""
+    return f"{spiderid}:dupefilter:{crawlid}"
+
+
+def crawl_progress(spiderid: str, appid: str, crawlid: str) -> str:
+    """HASH of a crawl's progress counters (queued, inflight, crawled, failed, dropped_*)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:progress"
+
+
+def domain_pages(spiderid: str, domain: str, crawlid: str) -> str:
+    """Counter of requests admitted for one crawl and domain (domain_max_pages)."""
+    return f"{spiderid}:domain_max_page_filter:{domain}:{crawlid}"
+
+
+def global_pages(spiderid: str, domain: str, crawlid: str) -> str:
+    """Counter of requests admitted for one crawl and domain (GLOBAL_PAGE_PER_DOMAIN_LIMIT)."""
+    return f"{spiderid}:global_page_count_filter:{domain}:{crawlid}"
+
+
+def stopped(spiderid: str) -> str:
+    """ZSET `<appid>||<crawlid>` -> time until which that crawl's new children are refused."""
+    return f"{spiderid}:blacklist"
+
+
+def timeout(spiderid: str, appid: str, crawlid: str) -> str:
+    """String: the unix time at which a crawl expires (Scrapy Cluster's `expires`)."""
+    return f"timeout:{spiderid}:{appid}:{crawlid}"
+
+
+def throttle_key(domain: str, spiderid: str | None = None, public_ip: str | None = None) -> str:
+    """`[<spider>:][<public_ip>:]<domain>` as in Scrapy Cluster's throttle (reference §7)."""
+    return "".join(f"{part}:" for part in (spiderid, public_ip) if part) + domain
+
+
+def throttle_window(key: str) -> str:
+    return f"{key}:throttle_window"
+
+
+def throttle_time(key: str) -> str:
+    return f"{key}:throttle_time"
+
+
+def ingest_offset(topic: str, partition: int) -> str:
+    """String: the highest offset of a topic partition already written by a kafka monitor."""
+    return f"shoal:ingest:{topic}:{partition}"
+
+
+def heartbeat(component: str, host: str, process_id: str) -> str:
+    """`stats:<component>:self:<host>:<id>` (kafka-monitor, redis-monitor, rest)."""
+    return f"stats:{component}:self:{host}:{process_id}"
+
+
+def crawler_heartbeat(host: str, spiderid: str, process_id: str) -> str:
+    """`stats:crawler:<host>:<spiderid>:<id>`: five segments, as Scrapy Cluster's parser expects."""
+    return f"stats:crawler:{host}:{spiderid}:{process_id}"
+
+
+# --- Crawl registry, retries, dead letters, jobs -------------------------------------------------
+CRAWLS = "shoal:crawls"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> last enqueue (unix s): live crawls
+JOBS = "shoal:jobs"  # STREAM of action/stats/zookeeper jobs, written by kafka monitors
+JOBS_GROUP = "redis-monitors"  # the consumer group of the redis monitors on JOBS
+
+
+def crawl_member(spiderid: str, appid: str, crawlid: str) -> str:
+    """A crawl's member in CRAWLS."""
+    return f"{spiderid}\t{appid}\t{crawlid}"
+
+
+def delayed(spiderid: str) -> str:
+    """ZSET `<domain>\\t<queue member>` -> not-before time: requests waiting to retry."""
+    return f"{spiderid}:delayed"
+
+
+def dead_letters(spiderid: str, appid: str, crawlid: str) -> str:
+    """LIST of a crawl's dead-letter records (JSON, newest first, bounded, with a TTL)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:dead"
+
+
+def job_marker(origin: str) -> str:
+    """String set once per incoming message that became a job, so a replay adds no second job.
+
+    Its hash tag is the jobs stream's name, so add_job.lua's two keys share a Redis Cluster slot."""
+    return f"shoal:job:{{{JOBS}}}:{origin}"
+
+
+TIMEOUTS = "shoal:timeouts"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> expiry (unix s): crawls with `expires`
+
+
+def shard_route(tag: str) -> str:
+    """A key in a frontier shard's slot (never written): what a Redis Cluster client routes that
+    shard's script calls by. On one Redis (tag '') it is only the scripts' KEYS[1]."""
+    return f"{tag}shoal:frontier"
+
+
+def rest_poll(uuid: str) -> str:
+    """String: an answer the REST gateway keeps for `/poll` (with a TTL, unlike Scrapy Cluster)."""
+    return f"rest:poll:{uuid}"
+
+
+def bloom_dupefilter(spiderid: str, crawlid: str) -> str:
+    """Bitmap of a crawl's Bloom-filter dupefilter (DUPEFILTER_MODE bloom), idle expiry as the exact one."""
+    return f"{spiderid}:dupefilter:{crawlid}:bloom"
+
+
+def throttle_pause(key: str) -> str:
+    """String: not-before time of a throttle key (Retry-After on 429/503), shared by every spider."""
+    return f"{key}:throttle_pause"
+
+
+def throttle_delay(key: str) -> str:
+    """String: seconds between two requests of a throttle key (robots.txt Crawl-delay)."""
+    return f"{key}:throttle_delay"

@@ -1,0 +1,153 @@
+-- enqueue.lua: queue crawl requests through the per-crawl filters, in one atomic call.
+--
+-- KEYS[1]: any key of the frontier shard, for routing (utils/frontier/shards.py). Keys are derived from ARGV
+--       with the layout of utils/frontier/keys.py; on a Redis Cluster each spiderid comes prefixed with its
+--       shard's hash tag (`{3.48}link`), so every key of a call lives in that shard's slot. The
+--       registries `shoal:spiders` and `shoal:crawls` are written by the caller.
+-- ARGV[1] dupefilter idle TTL (s)       ARGV[2] crawl state idle TTL (s)
+-- ARGV[3] domain page counter TTL (s)   ARGV[4] global page limit per crawl and domain (0 = none)
+-- ARGV[5] global page counter TTL (s)   ARGV[6] default dupefilter mode: 'exact' or 'bloom'
+-- ARGV[7] Bloom filter size (bits)      ARGV[8] Bloom filter hash functions
+-- then one group of 14 values per request:
+--   spiderid, domain, priority, appid, crawlid,
+--   fingerprint (8 binary bytes; '' = not filtered), domain_max_pages ('0' = none),
+--   is_seed ('1' = never filtered as duplicate, stopped or expired; still recorded in the dupefilter),
+--   offset key ('' = none) and offset: skip the request if that offset was already written,
+--   payload (the stored request JSON), expires (unix s, '0' = never),
+--   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist').
+-- Returns one status per request: queued | duplicate | page_limit | blacklist | expired | replayed.
+-- A queue member is the request id, 16 hex digits (server time in µs + a counter) so that equal
+-- priorities come out oldest first, then its crawl's code; the payload lives in the crawl's
+-- requests hash under `<id><domain>`, which is also the crawl's index for info and stop.
+-- The page counters count admitted requests; ack.lua gives the slot back when an admitted request
+-- ends without a page, so domain_max_pages = N yields N crawled pages.
+
+local NF = 14
+local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local global_limit, global_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local default_mode, bloom_bits, bloom_hashes = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = now_us / 1000000
+local counter = 0
+local out = {}
+
+local function bump(progress, field, n)
+  redis.call('HINCRBY', progress, field, n)
+  redis.call('EXPIRE', progress, state_ttl)
+end
+
+local function under_limit(key, limit, ttl)
+  local n = tonumber(redis.call('GET', key) or '0')
+  redis.call('EXPIRE', key, ttl)
+  if n >= limit then return false end
+  redis.call('INCR', key)
+  redis.call('EXPIRE', key, ttl)
+  return true
+end
+
+-- Bloom filter over a bitmap: double hashing of the fingerprint's two 32-bit halves (the size is
+-- a prime, so every probe sequence visits distinct bits). True when the fingerprint was new.
+-- The bitmap is created at its full size at once: grown bit by bit, Redis would over-allocate it
+-- (strings under 1 MB double their allocation), costing twice the memory.
+local sized = {}
+local function bloom_add(key, fp)
+  if not sized[key] then
+    if redis.call('EXISTS', key) == 0 then redis.call('SETBIT', key, bloom_bits - 1, 0) end
+    sized[key] = true
+  end
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(fp, 1, 8)
+  local h1 = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+  local h2 = (((b5 * 256 + b6) * 256 + b7) * 256 + (b8 or 0)) % bloom_bits
+  if h2 == 0 then h2 = 1 end
+  local new = false
+  for i = 0, bloom_hashes - 1 do
+    if redis.call('SETBIT', key, (h1 + i * h2) % bloom_bits, 1) == 0 then new = true end
+  end
+  redis.call('EXPIRE', key, dupe_ttl)
+  return new
+end
+
+local function seen_before(sid, crawlid, fp, mode)
+  if mode == '' then mode = default_mode end
+  local df = sid .. ':dupefilter:' .. crawlid
+  if mode == 'bloom' then return not bloom_add(df .. ':bloom', fp) end
+  local added = redis.call('SADD', df, fp)
+  redis.call('EXPIRE', df, dupe_ttl)
+  return added == 0
+end
+
+local function filter(i)
+  local sid, domain, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4]
+  local fp, maxp, seed, okey, ooff = ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+  local expires, mode, drop = tonumber(ARGV[i + 11]), ARGV[i + 12], ARGV[i + 13]
+  if okey ~= '' then
+    if tonumber(ooff) <= tonumber(redis.call('GET', okey) or '-1') then return 'replayed' end
+    redis.call('SET', okey, ooff)
+  end
+  if drop ~= '' then return drop end
+  if seed ~= '1' then
+    local until_ = redis.call('ZSCORE', sid .. ':blacklist', appid .. '||' .. crawlid)
+    if until_ and tonumber(until_) > now then return 'blacklist' end
+    if expires > 0 and expires <= now then return 'expired' end
+  end
+  if fp ~= '' and seen_before(sid, crawlid, fp, mode) and seed ~= '1' then return 'duplicate' end
+  if tonumber(maxp) > 0 and not under_limit(sid .. ':domain_max_page_filter:' .. domain .. ':' .. crawlid,
+                                            tonumber(maxp), page_ttl) then
+    return 'page_limit'
+  end
+  if global_limit > 0 and not under_limit(sid .. ':global_page_count_filter:' .. domain .. ':' .. crawlid,
+                                          global_limit, global_ttl) then
+    return 'page_limit'
+  end
+  return 'queued'
+end
+
+-- A crawl's code: a few hex digits, handed out once per spider and crawl, that queue members
+-- carry to name the crawl whose requests hash holds their payload.
+local codes = {}
+local function crawl_code(sid, appid, crawlid)
+  local name = appid .. '\t' .. crawlid
+  local cached = codes[sid .. '\t' .. name]
+  if cached then return cached end
+  local code = redis.call('HGET', sid .. ':crawl_codes', name)
+  if not code then
+    code = string.format('%x', redis.call('HINCRBY', sid .. ':crawl_codes', '\tseq', 1))
+    redis.call('HSET', sid .. ':crawl_codes', name, code)
+    redis.call('HSET', sid .. ':crawl_names', code, name)
+  end
+  codes[sid .. '\t' .. name] = code
+  return code
+end
+
+local function push(sid, domain, prio, appid, crawlid, payload)
+  local queue = sid .. ':' .. domain .. ':queue'
+  local code = crawl_code(sid, appid, crawlid)
+  local score = -tonumber(prio)
+  local id
+  repeat
+    id = string.format('%013x%03x', now_us, counter % 4096)
+    counter = counter + 1
+  until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
+  redis.call('HSET', sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':requests', id .. domain, payload)
+  redis.call('ZADD', sid .. ':heads', 'LT', score, domain)
+end
+
+for i = 9, #ARGV, NF do
+  local sid, domain, prio, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local status = filter(i)
+  local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
+  if status == 'queued' then
+    push(sid, domain, prio, appid, crawlid, ARGV[i + 10])
+    bump(progress, 'queued', 1)
+    redis.call('HDEL', progress, 'finished')  -- new work: a finished crawl is announced again when done
+    bump(progress, 'enqueued', 1)
+    if redis.call('HSETNX', progress, 'started', tostring(now)) == 1 then
+      redis.call('HSET', progress, 'spiderid', (string.gsub(sid, '^{[^}]*}', '')), 'appid', appid, 'crawlid', crawlid)
+    end
+  elseif status ~= 'replayed' then
+    bump(progress, 'dropped_' .. status, 1)
+  end
+  out[#out + 1] = status
+end
+return out

@@ -1,0 +1,90 @@
+-- reap.lua: settle one spider's expired leases: back to their queue, or dead after RETRY_TIMES.
+--
+-- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
+--         prefixed with its shard's hash tag (utils/frontier/shards.py), so every key lives in one slot.
+-- ARGV[1] spiderid   ARGV[2] most leases to settle   ARGV[3] RETRY_TIMES   ARGV[4] crawl state TTL (s)
+-- A lease has expired when its deadline in <sid>:inflight (Redis server time) has passed: the
+-- spider that took it died or hung. The stored request's "attempt" counts its retries so far:
+-- below RETRY_TIMES the request goes back to its domain queue under its own id (it keeps its
+-- place among equal priorities) with attempt + 1 (progress inflight - 1, queued + 1, reaped + 1);
+-- at RETRY_TIMES it is dead: its payload removed (progress inflight - 1, dead + 1),
+-- and the caller writes its dead-letter record and failure page.
+-- Returns 5 values per settled lease: 'requeued' or 'dead', domain, queue member, the stored
+-- request JSON (as re-queued, or as it was when it died) and its crawl `<appid>\t<crawlid>`.
+
+local sid, limit, retry_times, state_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local inflight = sid .. ':inflight'
+local ATTEMPT = '"attempt"%s*:%s*%-?%d+'
+
+-- The payload with its top-level "attempt" set to n, every other byte unchanged (cjson would
+-- turn [] into {} and round numbers). The one "attempt" in the text is replaced when the decoded
+-- request has it (so it is the top-level one); otherwise n is appended as the last key, which
+-- every JSON reader Shoal uses (ujson, cjson, json) takes over an earlier duplicate.
+local function with_attempt(payload, has_top, n)
+  local count = 0
+  for _ in string.gmatch(payload, ATTEMPT) do count = count + 1 end
+  if has_top and count == 1 then
+    return (string.gsub(payload, ATTEMPT, '"attempt":' .. n, 1))
+  end
+  local body = string.match(payload, '^(.-)%s*}%s*$') or '{'
+  if string.match(body, '^%s*{%s*$') then return '{"attempt":' .. n .. '}' end
+  return body .. ',"attempt":' .. n .. '}'
+end
+
+local names = {}
+local function crawl_of(m)  -- the crawl named by the member's code, or nil
+  local code = string.sub(m, 17)
+  if names[code] == nil then names[code] = redis.call('HGET', sid .. ':crawl_names', code) or false end
+  return names[code] or nil
+end
+
+local out = {}
+for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, limit)) do
+  redis.call('ZREM', inflight, entry)
+  local tab = string.find(entry, '\t', 1, true)
+  local d, m = string.sub(entry, 1, (tab or 1) - 1), string.sub(entry, (tab or 0) + 1)
+  local name = tab and crawl_of(m)
+  local appid, crawlid, crawl, payload
+  if name then
+    local sep = string.find(name, '\t', 1, true)
+    appid, crawlid = string.sub(name, 1, sep - 1), string.sub(name, sep + 1)
+    crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
+    payload = redis.call('HGET', crawl .. ':requests', string.sub(m, 1, 16) .. d)
+  end
+  if payload then
+    local field = string.sub(m, 1, 16) .. d
+    local progress = crawl .. ':progress'
+    local ok, req = pcall(cjson.decode, payload)
+    if not ok or type(req) ~= 'table' then req = {} end
+    local attempt = tonumber(req.attempt) or 0
+    if attempt >= retry_times then
+      redis.call('HDEL', crawl .. ':requests', field)
+      -- a request that ends without a page gives its page-limit slot back (as ack.lua)
+      for _, key in ipairs({sid .. ':domain_max_page_filter:' .. d .. ':' .. crawlid,
+                            sid .. ':global_page_count_filter:' .. d .. ':' .. crawlid}) do
+        if tonumber(redis.call('GET', key) or '0') > 0 then redis.call('DECR', key) end
+      end
+      redis.call('HINCRBY', progress, 'dead', 1)
+      out[#out + 1] = 'dead'
+    else
+      payload = with_attempt(payload, req.attempt ~= nil, attempt + 1)
+      redis.call('HSET', crawl .. ':requests', field, payload)
+      local score = -(tonumber(req.priority) or 1)
+      redis.call('ZADD', sid .. ':' .. d .. ':queue', score, m)
+      redis.call('ZADD', sid .. ':heads', 'LT', score, d)
+      redis.call('HINCRBY', progress, 'queued', 1)
+      redis.call('HINCRBY', progress, 'reaped', 1)
+      out[#out + 1] = 'requeued'
+    end
+    redis.call('HINCRBY', progress, 'inflight', -1)
+    redis.call('HSET', progress, 'updated', tostring(now))
+    redis.call('EXPIRE', progress, state_ttl)
+    out[#out + 1] = d
+    out[#out + 1] = m
+    out[#out + 1] = payload
+    out[#out + 1] = name
+  end
+end
+return out

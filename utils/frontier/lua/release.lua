@@ -1,0 +1,28 @@
+-- release.lua: give leases back at once (a spider shutting down cleanly), first in line again.
+--
+-- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
+--         prefixed with its shard's hash tag (utils/frontier/shards.py), so every key lives in one slot.
+-- ARGV[1] crawl state idle TTL (s)
+-- then one group of 6 values per request: spiderid, domain, queue member, appid, crawlid,
+--   queue score (-priority).
+-- Returns one status per request: 'released', or 'unknown' when the lease was no longer held.
+-- The attempt is not counted: the request was never tried.
+
+local NF = 6
+local state_ttl = tonumber(ARGV[1])
+local out = {}
+for i = 2, #ARGV, NF do
+  local sid, d, m, appid, crawlid, score = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  if redis.call('ZREM', sid .. ':inflight', d .. '\t' .. m) == 1 then
+    redis.call('ZADD', sid .. ':' .. d .. ':queue', score, m)
+    redis.call('ZADD', sid .. ':heads', 'LT', score, d)
+    local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
+    redis.call('HINCRBY', progress, 'inflight', -1)
+    redis.call('HINCRBY', progress, 'queued', 1)
+    redis.call('EXPIRE', progress, state_ttl)
+    out[#out + 1] = 'released'
+  else
+    out[#out + 1] = 'unknown'
+  end
+end
+return out

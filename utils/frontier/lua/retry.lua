@@ -1,0 +1,49 @@
+-- retry.lua: move leased requests that failed, but may try again, to <spiderid>:delayed.
+--
+-- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
+--         prefixed with its shard's hash tag (utils/frontier/shards.py), so every key lives in one slot.
+-- ARGV[1] crawl state idle TTL (s)
+-- then one group of 9 values per request:
+--   spiderid, domain, queue member, appid, crawlid,
+--   delay (s until the retry may be popped), payload (the stored request with its new attempt and
+--   lowered priority), throttle key to hold back ('' = none) and for how long (s; Retry-After).
+-- Returns one status per request: 'delayed', or 'unknown' when the lease was no longer held
+-- (its lease expired and the reaper re-queued it: that copy is the one that runs).
+-- pop.lua moves a delayed request back into its queue once its not-before time has come; the
+-- crawl's progress counts it under `retrying` meanwhile, so the crawl never looks finished.
+
+local NF = 9
+local state_ttl = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local out = {}
+
+local function hold_back(key, seconds)
+  if key == '' or seconds <= 0 then return end
+  local pause = key .. ':throttle_pause'
+  local current = tonumber(redis.call('GET', pause) or '0')
+  if now + seconds > current then
+    redis.call('SET', pause, tostring(now + seconds), 'PX', math.ceil(1000 * seconds) + 1000)
+  end
+end
+
+for i = 2, #ARGV, NF do
+  local sid, d, m, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local delay, payload = tonumber(ARGV[i + 5]), ARGV[i + 6]
+  hold_back(ARGV[i + 7], tonumber(ARGV[i + 8]))
+  local entry = d .. '\t' .. m
+  if redis.call('ZREM', sid .. ':inflight', entry) == 1 then
+    local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
+    redis.call('HSET', crawl .. ':requests', string.sub(m, 1, 16) .. d, payload)
+    redis.call('ZADD', sid .. ':delayed', now + delay, entry)
+    local progress = crawl .. ':progress'
+    redis.call('HINCRBY', progress, 'inflight', -1)
+    redis.call('HINCRBY', progress, 'retrying', 1)
+    redis.call('HSET', progress, 'updated', t[1])
+    redis.call('EXPIRE', progress, state_ttl)
+    out[#out + 1] = 'delayed'
+  else
+    out[#out + 1] = 'unknown'
+  end
+end
+return out

@@ -1,0 +1,339 @@
+"""The crawl frontier in Redis: enqueue through the filters, leased pops under the throttle, settling.
+
+Each operation is one Lua call per frontier shard (utils/frontier/lua; one shard on a single Redis, see
+utils/frontier/shards.py), so a batch of requests costs one round trip whatever its size; `Frontier.settle`
+writes a spider's found links, retries, dead letters and acks in one pipeline. `round_trips` counts
+every pipeline sent, for the "≤ 3 round trips per page" target (DESIGN.md). On a Redis Cluster a
+pipeline reaches every master at once (redis-py writes to all of them before reading).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from redis.exceptions import NoScriptError
+
+from utils.config.clients import RedisClient
+from utils.config.settings import Settings
+from utils.frontier import crawl_request, dead_letters, keys
+from utils.frontier.fingerprint import bloom_size
+from utils.frontier.pop_planner import PopPlanner
+from utils.frontier.scripts import Scripts, evalsha_in
+from utils.frontier.shards import Shards
+from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
+
+__all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
+
+DUPEFILTER_MODES = ("exact", "bloom")
+T = TypeVar("T")
+
+
+class Frontier:
+    """Typed wrappers around the frontier scripts of one Redis client (or Redis Cluster client)."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        dupefilter_timeout: int = 600,
+        state_timeout: int = 86400,
+        domain_page_timeout: int = 600,
+        global_page_limit: int = 0,
+        global_page_timeout: int = 600,
+        lease_timeout: float = 120.0,
+        dupefilter_mode: str = "exact",
+        bloom: tuple[int, int] = (14_377_619, 10),
+        shards: Shards | None = None,
+    ) -> None:
+        if dupefilter_mode not in DUPEFILTER_MODES:
+            raise ValueError(f"dupefilter mode {dupefilter_mode!r} is not one of {DUPEFILTER_MODES}")
+        self.client = client
+        self.scripts = Scripts(client)
+        self.shards = shards or Shards.for_client(client)
+        self.lease_timeout = lease_timeout
+        self.state_timeout = state_timeout
+        self.round_trips = 0
+        self._planners: dict[str, PopPlanner] = {}  # spiderid -> which shards its pops go to
+        self._enqueue_head = [
+            dupefilter_timeout,
+            state_timeout,
+            domain_page_timeout,
+            global_page_limit,
+            global_page_timeout,
+            dupefilter_mode,
+            *bloom,
+        ]
+
+    @classmethod
+    def from_settings(cls, settings: Settings, client: RedisClient) -> Frontier:
+        return cls(
+            client,
+            dupefilter_timeout=settings.get_int("DUPEFILTER_TIMEOUT"),
+            state_timeout=settings.get_int("CRAWL_STATE_TIMEOUT"),
+            domain_page_timeout=settings.get_int("DOMAIN_MAX_PAGE_TIMEOUT"),
+            global_page_limit=settings.get_int("GLOBAL_PAGE_PER_DOMAIN_LIMIT"),
+            global_page_timeout=settings.get_int("GLOBAL_PAGE_PER_DOMAIN_LIMIT_TIMEOUT"),
+            lease_timeout=settings.get_float("LEASE_TIMEOUT"),
+            dupefilter_mode=settings.get_str("DUPEFILTER_MODE"),
+            bloom=bloom_size(
+                settings.get_int("DUPEFILTER_BLOOM_CAPACITY"), settings.get_float("DUPEFILTER_BLOOM_ERROR_RATE")
+            ),
+            shards=Shards.from_settings(settings),
+        )
+
+    # --- enqueue ---------------------------------------------------------------------------------
+    def enqueue(self, requests: Sequence[NewRequest]) -> list[str]:
+        """Queue requests; one status each (queued, duplicate, page_limit, blacklist, expired, replayed)."""
+        return self.settle(Settlement(requests=list(requests)))["requests"]
+
+    def enqueue_in(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
+        """Add the enqueue calls to a pipeline: first one per shard (each reply is a list of
+        statuses, in the shards' order), then the registry writes (integer replies)."""
+        for tag, group, _ in self._tagged(requests, lambda r: self.shards.tag(r.domain)):
+            evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), self._enqueue_argv(tag, group))
+        self._register(pipe, requests)
+
+    def _register(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
+        """`shoal:spiders` and `shoal:crawls`: what the redis monitors look at (one key each)."""
+        if not requests:
+            return
+        now = time.time()
+        pipe.sadd(keys.SPIDERS, *{r.spiderid for r in requests})
+        pipe.zadd(keys.CRAWLS, {keys.crawl_member(r.spiderid, r.appid, r.crawlid): now for r in requests})
+
+    # --- pop -------------------------------------------------------------------------------------
+    def pop(self, spiderid: str, max_items: int, throttle: ThrottlePolicy, scan_limit: int = 500) -> Popped:
+        """Lease up to `max_items` requests of `spiderid`, best priority first, under the throttle.
+
+        With several shards (Redis Cluster) utils/frontier/pop_planner.py picks the shards holding the best
+        score; shards tied for it share the batch (each asked for at least one).
+        """
+        return self.settle_and_pop(Settlement(), spiderid, max_items, throttle, scan_limit)[1]
+
+    def _pop_args(self, tag: str, spiderid: str, per_shard: int, throttle: ThrottlePolicy, scan: int) -> list[Any]:
+        return [tag + spiderid, per_shard, self.lease_timeout, scan, *throttle.argv(tag), self.state_timeout, 100]
+
+    # --- settle ----------------------------------------------------------------------------------
+    def ack(self, acks: Sequence[Ack]) -> list[str]:
+        """Settle leases; returns 'acked' or 'unknown' (already settled or purged) for each."""
+        return self.settle(Settlement(acks=list(acks)))["acks"]
+
+    def retry(self, retries: Sequence[Retry]) -> list[str]:
+        """Move leases to `<spiderid>:delayed`; 'delayed' or 'unknown' (no longer held) for each."""
+        return self.settle(Settlement(retries=list(retries)))["retries"]
+
+    def settle(self, batch: Settlement) -> dict[str, list[str]]:
+        """Links, retries, dead letters, then acks, in one pipeline (one round trip)."""
+        if not batch:
+            return {"requests": [], "retries": [], "acks": []}
+        return self._settle_retrying(batch, None)[0]
+
+    def settle_and_pop(
+        self, batch: Settlement, spiderid: str, max_items: int, throttle: ThrottlePolicy, scan_limit: int = 500
+    ) -> tuple[dict[str, list[str]], Popped]:
+        """`settle` and then `pop` in the same round trip: a spider that runs out of leases gets
+        its own found links written and new work back without waiting for its next flush."""
+        out, popped = self._settle_retrying(batch, (spiderid, max_items, throttle, scan_limit))
+        assert popped is not None
+        return out, popped
+
+    def _settle_retrying(
+        self, batch: Settlement, pop: tuple[str, int, ThrottlePolicy, int] | None
+    ) -> tuple[dict[str, list[str]], Popped | None]:
+        try:
+            return self._settle(batch, True, pop)
+        except NoScriptError:
+            # Redis restarted and lost its scripts. On one Redis every EVALSHA failed together and
+            # only the plain writes (dead letters, duplicate counts) went through, so only the
+            # scripts are sent again. On a cluster the other masters ran theirs: sent again, links
+            # come back `duplicate`, acks and retries `unknown`, and a lost pop's leases go back to
+            # their queues through the reaper.
+            self.scripts.load(self.client)
+            return self._settle(batch, False, pop)
+
+    def _settle(
+        self, batch: Settlement, with_dead: bool, pop: tuple[str, int, ThrottlePolicy, int] | None
+    ) -> tuple[dict[str, list[str]], Popped | None]:
+        pipe = self.client.pipeline(transaction=False)
+        slots: list[tuple[str, int, list[int]]] = []  # (result name, pipeline index, item positions)
+        for tag, group, positions in self._tagged(batch.requests, lambda r: self.shards.tag(r.domain)):
+            slots.append(("requests", len(pipe), positions))
+            evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), self._enqueue_argv(tag, group))
+        self._register(pipe, batch.requests)
+        for tag, retries, positions in self._tagged(batch.retries, lambda r: r.lease.tag):
+            slots.append(("retries", len(pipe), positions))
+            args = self._flat([self.state_timeout], (r.argv() for r in retries))
+            evalsha_in(pipe, self.scripts.retry, keys.shard_route(tag), args)
+        for entry in batch.dead if with_dead else ():
+            dead_letters.store(pipe, entry)
+        for crawl, count in batch.duplicates.items() if with_dead else ():
+            progress = self.shards.tags[0] + keys.crawl_progress(*crawl)  # progress is summed over shards
+            pipe.hincrby(progress, "dropped_duplicate", count)
+            pipe.expire(progress, self.state_timeout)
+        for tag, acks, positions in self._tagged(batch.acks, lambda a: a.tag):
+            slots.append(("acks", len(pipe), positions))
+            args = self._flat([self.state_timeout], (a.argv() for a in acks))
+            evalsha_in(pipe, self.scripts.ack, keys.shard_route(tag), args)
+        pops = self._add_pops(pipe, pop, set()) if pop is not None else []
+        self.round_trips += 1
+        results = pipe.execute()
+        out: dict[str, list[str]] = {
+            "requests": [""] * len(batch.requests),
+            "retries": [""] * len(batch.retries),
+            "acks": [""] * len(batch.acks),
+        }
+        for name, index, positions in slots:
+            for position, status in zip(positions, results[index], strict=True):
+                out[name][position] = _text(status)
+        if pop is None:
+            return out, None
+        return out, self._gather(pop, {tag: _popped(pop[0], tag, results[i]) for tag, i in pops})
+
+    def _add_pops(
+        self, pipe: Any, pop: tuple[str, int, ThrottlePolicy, int], tried: set[str], first: bool = True
+    ) -> list[tuple[str, int]]:
+        """Queue the pop calls the planner asks for (shards not tried yet); (tag, pipeline index) each."""
+        spiderid, max_items, throttle, scan = pop
+        planner = self._planner(spiderid, read_heads=first)
+        pops = []
+        for tag, quota in planner.quotas(max_items, exclude=tried).items():
+            pops.append((tag, len(pipe)))
+            args = self._pop_args(tag, spiderid, quota, throttle, scan)
+            evalsha_in(pipe, self.scripts.pop, keys.shard_route(tag), args)
+        return pops
+
+    def _gather(self, pop: tuple[str, int, ThrottlePolicy, int], first: dict[str, Popped]) -> Popped:
+        """The first round's pops, and more rounds (Redis Cluster) while the batch is short and a
+        shard not asked yet holds work: a throttled best domain yields to the next best."""
+        spiderid, max_items = pop[0], pop[1]
+        planner = self._planner(spiderid, read_heads=False)
+        rounds = dict(first)
+        planner.learn(rounds)
+        while sum(len(p.leases) for p in rounds.values()) < max_items and len(rounds) < self.shards.count:
+            remaining = (spiderid, max_items - sum(len(p.leases) for p in rounds.values()), pop[2], pop[3])
+            pipe = self.client.pipeline(transaction=False)
+            calls = self._add_pops(pipe, remaining, set(rounds), first=False)
+            if not calls:
+                break
+            self.round_trips += 1
+            results = pipe.execute()
+            more = {tag: _popped(spiderid, tag, results[i]) for tag, i in calls}
+            planner.learn(more)
+            rounds.update(more)
+        planner.finish(max_items, rounds)
+        if not rounds:  # every shard empty or throttled
+            return Popped([], planner.wait())
+        return _merged(list(rounds.values()))
+
+    def _planner(self, spiderid: str, read_heads: bool = True) -> PopPlanner:
+        """The spider's pop planner; on a cluster, with every shard's best head (and due retries)
+        read first when it has nothing to ask (at the start, or after a short batch)."""
+        planner = self._planners.get(spiderid)
+        if planner is None:
+            planner = self._planners[spiderid] = PopPlanner(self.shards.tags)
+        if read_heads and planner.needs_heads():
+            pipe = self.client.pipeline(transaction=False)
+            for tag in self.shards.tags:
+                pipe.zrange(keys.heads(tag + spiderid), 0, 0, withscores=True)
+                pipe.zrange(keys.delayed(tag + spiderid), 0, 0, withscores=True)
+            replies = pipe.execute()
+            self.round_trips += 1
+            heads, delayed = replies[0::2], replies[1::2]
+            best = {t: (float(h[0][1]) if h else None) for t, h in zip(self.shards.tags, heads, strict=True)}
+            retries = {t: float(d[0][1]) for t, d in zip(self.shards.tags, delayed, strict=True) if d}
+            planner.learn_heads(best, retries, time.time())
+        return planner
+
+    # --- release, extend, throttle ---------------------------------------------------------------
+    def release(self, leases: Sequence[Lease]) -> list[str]:
+        """Return leases to their queues at once (clean shutdown); the attempt is not counted."""
+        if not leases:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        calls = []
+        for tag, group, positions in self._tagged(leases, lambda lease: lease.tag):
+            groups = ([*lease.head(), -int(lease.record.get("priority", 1))] for lease in group)
+            calls.append(positions)
+            evalsha_in(pipe, self.scripts.release, keys.shard_route(tag), self._flat([self.state_timeout], groups))
+        return self._placed(len(leases), calls, self._execute(pipe))
+
+    def extend(self, spiderid: str, leases: Sequence[Lease]) -> list[str]:
+        """Push the deadlines of held leases to now + LEASE_TIMEOUT; returns the members lost."""
+        if not leases:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for tag, group, _ in self._tagged(leases, lambda lease: lease.tag):
+            args = [tag + spiderid, self.lease_timeout, *(lease.member for lease in group)]
+            evalsha_in(pipe, self.scripts.extend, keys.shard_route(tag), args)
+        return [_text(m) for lost in self._execute(pipe) for m in lost]
+
+    def set_throttle_delay(self, domain: str, throttle_key: str, seconds: float, ttl: int) -> None:
+        """Seconds between two hits of a domain's throttle key cluster-wide (robots.txt Crawl-delay)."""
+        self.round_trips += 1
+        self.client.set(self.shards.tag(domain) + keys.throttle_delay(throttle_key), seconds, ex=ttl)
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def _execute(self, pipe: Any) -> list[Any]:
+        self.round_trips += 1
+        try:
+            return list(pipe.execute())
+        except NoScriptError:
+            self.scripts.load(self.client)
+            return list(pipe.execute())
+
+    def _enqueue_argv(self, tag: str, requests: Sequence[NewRequest]) -> list[Any]:
+        return self._flat(self._enqueue_head, (r.argv(tag) for r in requests))
+
+    @staticmethod
+    def _tagged(items: Sequence[T], tag_of: Callable[[T], str]) -> Iterable[tuple[str, list[T], list[int]]]:
+        """Items grouped by shard tag, with their positions in `items` (to put replies back in order)."""
+        groups: dict[str, tuple[list[T], list[int]]] = defaultdict(lambda: ([], []))
+        for position, item in enumerate(items):
+            group, positions = groups[tag_of(item)]
+            group.append(item)
+            positions.append(position)
+        return [(tag, group, positions) for tag, (group, positions) in groups.items()]
+
+    @staticmethod
+    def _placed(size: int, positions: list[list[int]], replies: list[Any]) -> list[str]:
+        out = [""] * size
+        for places, reply in zip(positions, replies, strict=True):
+            for place, status in zip(places, reply, strict=True):
+                out[place] = _text(status)
+        return out
+
+    @staticmethod
+    def _flat(head: list[Any], groups: Any) -> list[Any]:
+        args = list(head)
+        for group in groups:
+            args.extend(group)
+        return args
+
+
+def _popped(spiderid: str, tag: str, flat: list[Any]) -> Popped:
+    wait_ms, denied, head = int(flat[0]), int(flat[1]), _text(flat[2])
+    leases = []
+    for i in range(3, len(flat), 4):
+        domain, member, payload, crawl = _text(flat[i]), _text(flat[i + 1]), flat[i + 2], _text(flat[i + 3])
+        if not (payload and crawl):
+            continue  # a member whose crawl or payload is gone: nothing to crawl; the reaper drops its lease
+        appid, _, crawlid = crawl.partition("\t")
+        record = crawl_request.restore(payload, spiderid, appid, crawlid, member)
+        leases.append(Lease(spiderid, domain, member, record, tag))
+    return Popped(leases, None if wait_ms < 0 else wait_ms / 1000, denied, float(head) if head else None)
+
+
+def _merged(pops: list[Popped]) -> Popped:
+    """One pop per shard as one: best priority first, the soonest wake-up, every denial."""
+    if len(pops) == 1:
+        return pops[0]
+    leases = [lease for p in pops for lease in p.leases]
+    leases.sort(key=lambda lease: (-int(lease.record.get("priority", 1)), lease.request_id))  # FIFO on ties
+    waits = [p.retry_after for p in pops if p.retry_after is not None]
+    return Popped(leases, min(waits) if waits else None, sum(p.denied for p in pops))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

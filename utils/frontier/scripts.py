@@ -1,0 +1,44 @@
+"""The Lua scripts of utils/frontier/lua, read once and registered per Redis client."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+
+@cache
+def source(name: str, package: str = "utils.frontier") -> str:
+    """The text of `<package>/lua/<name>.lua` (the frontier's scripts unless another concept's)."""
+    return resources.files(package).joinpath("lua", f"{name}.lua").read_text()
+
+
+class Scripts:
+    """Registered scripts of one client; each call is EVALSHA with a reload on NOSCRIPT."""
+
+    def __init__(self, client: Any) -> None:
+        self.enqueue = client.register_script(source("enqueue"))
+        self.pop = client.register_script(source("pop"))
+        self.ack = client.register_script(source("ack"))
+        self.retry = client.register_script(source("retry"))
+        self.release = client.register_script(source("release"))
+        self.extend = client.register_script(source("extend"))
+
+    def all(self) -> list[Any]:
+        return [self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend]
+
+    def load(self, client: Any) -> None:
+        """SCRIPT LOAD every script (after a Redis restart emptied the script cache)."""
+        for script in self.all():
+            script.sha = client.script_load(script.script)
+
+
+def evalsha_in(pipe: Any, script: Any, route: str, args: list[Any]) -> None:
+    """Queue a script on a pipeline as a bare EVALSHA with one key, `route`.
+
+    redis-py's `script(client=pipe)` makes every `execute()` send SCRIPT EXISTS first (one more
+    round trip per flush) and is refused by a Redis Cluster pipeline; a plain EVALSHA command is
+    routed by its key (a key of the frontier shard the script works on). The caller handles
+    NoScriptError (`Scripts.load`).
+    """
+    pipe.execute_command("EVALSHA", script.sha, 1, route, *args)

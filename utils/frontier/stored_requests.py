@@ -1,0 +1,42 @@
+"""Reading the frontier's stored requests by queue member (tools, tests and answers).
+
+A queue member is a request id (16 hex digits) followed by its crawl's code; the code names the
+crawl (`<sid>:crawl_names`), whose requests hash holds the payload under `<id><domain>`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from utils.config.clients import RedisClient
+from utils.frontier import crawl_request, keys
+from utils.frontier.shards import Shards
+
+
+def crawl_of(client: RedisClient, spiderid: str, member: str | bytes) -> tuple[str, str] | None:
+    """(appid, crawlid) of a queue member, or None when its crawl's code is unknown; `spiderid` with
+    its shard's tag in front on a Redis Cluster."""
+    code = _text(member)[crawl_request.ID_DIGITS :]
+    name = client.hget(keys.crawl_names(spiderid), code)
+    if name is None:
+        return None
+    appid, _, crawlid = _text(name).partition("\t")
+    return appid, crawlid
+
+
+def read(client: RedisClient, spiderid: str, domain: str, member: str | bytes) -> dict[str, Any] | None:
+    """The request a queue member stands for, as spiders see it; None if it is gone."""
+    member = _text(member)
+    prefix = Shards.for_client(client).tag(domain) + spiderid  # the domain's shard's key names
+    crawl = crawl_of(client, prefix, member)
+    if crawl is None:
+        return None
+    field = member[: crawl_request.ID_DIGITS] + domain
+    payload = client.hget(keys.crawl_requests(prefix, *crawl), field)
+    if payload is None:
+        return None
+    return crawl_request.restore(payload, spiderid, crawl[0], crawl[1], member)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

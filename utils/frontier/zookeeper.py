@@ -1,0 +1,67 @@
+"""Watches the domain config node in ZooKeeper without ever depending on ZooKeeper being up.
+
+The client connects in the background and retries forever; until the node is read the caller
+keeps its settings' defaults, and after a loss it keeps the last config it read (Scrapy Cluster
+issue #203 dropped the config instead). Each change is handed to `on_change` on kazoo's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.recipe.watchers import DataWatch
+
+from utils.config.clients import zookeeper_client
+from utils.config.settings import Settings
+from utils.frontier.domain_config import DomainConfig
+from utils.observability.metrics import set_dependency_up
+
+log = logging.getLogger(__name__)
+
+
+class ConfigWatcher:
+    def __init__(self, client: KazooClient, path: str, on_change: Callable[[DomainConfig], None]) -> None:
+        self.client = client
+        self.path = path
+        self.on_change = on_change
+        self._watch: DataWatch | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, on_change: Callable[[DomainConfig], None]) -> ConfigWatcher:
+        return cls(zookeeper_client(settings), settings.zookeeper_config_path, on_change)
+
+    def start(self) -> None:
+        """Connect in the background; the watch is set once the session is up."""
+        self.client.add_listener(self._on_state)
+        self.client.start_async()
+
+    def stop(self) -> None:
+        try:
+            self.client.stop()
+            self.client.close()
+        except Exception:  # stopping must never fail a shutdown
+            log.exception("ZooKeeper client did not stop cleanly")
+
+    def _on_state(self, state: str) -> None:
+        set_dependency_up("zookeeper", state == KazooState.CONNECTED)
+        if state == KazooState.CONNECTED and self._watch is None:
+            self.client.handler.spawn(self._set_watch)
+        elif state in (KazooState.SUSPENDED, KazooState.LOST):
+            log.warning("Lost connection to Zookeeper; keeping the last config", extra={"state": state})
+
+    def _set_watch(self) -> None:
+        self._watch = DataWatch(self.client, self.path, self._on_data)
+
+    def _on_data(self, data: bytes | None, _stat: object) -> None:
+        try:
+            config = DomainConfig.parse(data)
+        except ValueError as exc:
+            log.error("Zookeeper config is invalid; keeping the last one", extra={"error": str(exc)})
+            return
+        log.info(
+            "Zookeeper config changed",
+            extra={"domains": len(config.domains), "blacklist": sorted(config.blacklist)},
+        )
+        self.on_change(config)

@@ -82,7 +82,8 @@ def test_a_fixed_port_already_taken_is_a_config_error(served: str) -> None:
     port = free_port()
     first = metrics.start_metrics_server(Settings.load(environ={"SHOAL_METRICS_PORT": str(port)}), "rest")
     assert first == f"http://127.0.0.1:{port}/metrics"
-    code = "from utils import metrics, settings; metrics.start_metrics_server(settings.Settings.load(), 'rest')"
+    code = ("from utils.config import settings; from utils.observability import metrics; "
+            "metrics.start_metrics_server(settings.Settings.load(), 'rest')")
 
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=False,

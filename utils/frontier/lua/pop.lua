@@ -47,47 +47,55 @@ local function limits(domain)
   return hits, window
 end
 
--- The earliest time (>= now) the domain's throttle allows its next hit.
-local function allowed_at(domain)
+-- The domain's throttle as read now: when it next allows a hit (>= now), and what spend_hit needs.
+local function throttle_state(domain)
   local key = prefix .. domain
-  local at = now
+  local st = {key = key, at = now, n = 0, slot = 0}
   local pause = tonumber(redis.call('GET', key .. ':throttle_pause') or '0')
-  if pause > at then at = pause end
-  local h, w = limits(domain)
+  if pause > now then st.at = pause end
+  st.h, st.w = limits(domain)
+  if st.h <= 0 then return st end
+  local win = key .. ':throttle_window'
+  redis.call('ZREMRANGEBYSCORE', win, '-inf', now - st.w)
+  st.n = redis.call('ZCARD', win)
+  if st.n >= st.h then  -- full: the hit that must leave the window first
+    local leaving = redis.call('ZRANGE', win, st.n - st.h, st.n - st.h, 'WITHSCORES')
+    st.at = math.max(st.at, tonumber(leaving[2]) + st.w)
+  end
+  if moderated and st.h > 1 then
+    st.slot = tonumber(redis.call('GET', key .. ':throttle_time') or '0')
+    st.at = math.max(st.at, st.slot + st.w / st.h)
+  end
+  return st
+end
+
+-- Spend one hit; returns when the throttle next allows one. The moderated slot advances by one
+-- interval while the domain keeps up, so late polls do not drift the rate below hits/window; it
+-- never falls more than SLACK of an interval behind now, so two hits are never closer than
+-- (1 - SLACK) intervals, and after an idle spell it restarts.
+local function spend_hit(st, member)
+  local key, at = st.key, now
+  local delay = tonumber(redis.call('GET', key .. ':throttle_delay') or '0')
+  if delay > 0 then
+    at = now + delay
+    redis.call('SET', key .. ':throttle_pause', tostring(at), 'PX', math.ceil(1000 * delay) + 1000)
+  end
+  local h, w = st.h, st.w
   if h <= 0 then return at end
   local win = key .. ':throttle_window'
-  redis.call('ZREMRANGEBYSCORE', win, '-inf', now - w)
-  local n = redis.call('ZCARD', win)
-  if n >= h then  -- full: the hit that must leave the window first
-    local leaving = redis.call('ZRANGE', win, n - h, n - h, 'WITHSCORES')
+  redis.call('ZADD', win, now, member)
+  redis.call('PEXPIRE', win, math.ceil(2000 * w))
+  if st.n + 1 >= h then
+    local leaving = redis.call('ZRANGE', win, st.n + 1 - h, st.n + 1 - h, 'WITHSCORES')
     at = math.max(at, tonumber(leaving[2]) + w)
   end
   if moderated and h > 1 then
-    local slot = tonumber(redis.call('GET', key .. ':throttle_time') or '0')
-    at = math.max(at, slot + w / h)
+    local interval = w / h
+    local next_slot = math.max(st.slot + interval, now - SLACK * interval)
+    redis.call('SET', key .. ':throttle_time', tostring(next_slot), 'PX', math.ceil(2000 * w))
+    at = math.max(at, next_slot + interval)
   end
   return at
-end
-
--- The moderated slot advances by one interval while the domain keeps up, so late polls do not
--- drift the rate below hits/window; it never falls more than SLACK of an interval behind now, so
--- two hits are never closer than (1 - SLACK) intervals, and after an idle spell it restarts.
-local function spend_hit(domain, member)
-  local key = prefix .. domain
-  local delay = tonumber(redis.call('GET', key .. ':throttle_delay') or '0')
-  if delay > 0 then
-    redis.call('SET', key .. ':throttle_pause', tostring(now + delay), 'PX', math.ceil(1000 * delay) + 1000)
-  end
-  local h, w = limits(domain)
-  if h <= 0 then return end
-  redis.call('ZADD', key .. ':throttle_window', now, member)
-  redis.call('PEXPIRE', key .. ':throttle_window', math.ceil(2000 * w))
-  if moderated and h > 1 then
-    local interval = w / h
-    local slot = tonumber(redis.call('GET', key .. ':throttle_time') or '0')
-    local next_slot = math.max(slot + interval, now - SLACK * interval)
-    redis.call('SET', key .. ':throttle_time', tostring(next_slot), 'PX', math.ceil(2000 * w))
-  end
 end
 
 local function snooze(domain, at)
@@ -156,14 +164,36 @@ local function promote_due()
   for d in pairs(touched) do ds_place(sid, d, now) end
 end
 
--- Snoozed domains whose time has come compete again, in line from the time they became due.
+-- Snoozed domains whose time has come compete again, in line from the time they became due
+-- (one read of each queue's head; the sets are written with one command each).
 local function wake()
-  local due = redis.call('ZRANGEBYSCORE', snoozed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, budget)
+  local most = math.min(budget, 2000)  -- unpack() below takes at most ~8,000 values
+  local due = redis.call('ZRANGEBYSCORE', snoozed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
+  if #due == 0 then return end
+  local members, owners, gone = {}, {}, {}
   for i = 1, #due, 2 do
-    redis.call('ZREM', snoozed, due[i])
-    ds_place(sid, due[i], tonumber(due[i + 1]))
+    local d = due[i]
+    local h = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 0, 'WITHSCORES')
+    if #h == 0 then
+      gone[#gone + 1] = d
+    else
+      local m = ds_stamp(tonumber(due[i + 1])) .. d
+      members[#members + 1] = h[2]
+      members[#members + 1] = m
+      owners[#owners + 1] = d
+      owners[#owners + 1] = m
+    end
   end
-  return #due / 2
+  if #due / 2 < most then
+    redis.call('ZREMRANGEBYSCORE', snoozed, '-inf', now)
+  else
+    for i = 1, #due, 2 do redis.call('ZREM', snoozed, due[i]) end
+  end
+  if #members > 0 then
+    redis.call('ZADD', ready, unpack(members))
+    redis.call('HSET', sid .. ':ready_of', unpack(owners))
+  end
+  if #gone > 0 then redis.call('ZREM', heads, unpack(gone)) end
 end
 
 -- Self-repair: domains with queued requests in neither set (written by an older Shoal, or left by
@@ -184,16 +214,25 @@ end
 
 -- Lease the domain's best request; the domain then waits for its throttle, or goes to the back
 -- of the ready line.
-local function lease_one(d, qm)
-  redis.call('ZREM', sid .. ':' .. d .. ':queue', qm)
-  ds_leave(sid, d)
-  spend_hit(d, qm)
-  local at = allowed_at(d)
-  if at > now then
-    redis.call('ZADD', snoozed, at, d)
-    denied = denied + 1
+local function lease_one(d, rm, qm, score, st)
+  local queue = sid .. ':' .. d .. ':queue'
+  redis.call('ZREM', queue, qm)
+  redis.call('ZREM', ready, rm)
+  local at = spend_hit(st, qm)
+  local h = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+  if #h == 0 then
+    redis.call('HDEL', sid .. ':ready_of', d)
+    redis.call('ZREM', heads, d)
+  else
+    if tonumber(h[2]) ~= score then redis.call('ZADD', heads, h[2], d) end
+    if at > now then
+      redis.call('HDEL', sid .. ':ready_of', d)
+      redis.call('ZADD', snoozed, at, d)
+      denied = denied + 1
+    else
+      ds_enter(sid, d, tonumber(h[2]), now)
+    end
   end
-  ds_place(sid, d, now)  -- ready again (or out of both sets when its queue is empty)
   redis.call('ZADD', inflight, now + lease, d .. '\t' .. qm)
   local name, crawl = crawl_of(qm)
   if not name then return '', '' end
@@ -204,10 +243,10 @@ end
 
 apply_override_changes()
 promote_due()
-local work = wake()
-adopt(work)
+wake()
+adopt(0)
 local out = {0, 0, ''}
-local leased = 0
+local leased, work = 0, 0
 while leased < max_items and work < budget do
   local best = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
   if #best == 0 then break end
@@ -223,13 +262,13 @@ while leased < max_items and work < budget do
     snooze(d, now + BLACKLIST_RECHECK)
     work = work + 1
   else
-    local at = allowed_at(d)
-    if at > now then
-      snooze(d, at)
+    local st = throttle_state(d)
+    if st.at > now then
+      snooze(d, st.at)
       denied = denied + 1
       work = work + 1
     else
-      local payload, name = lease_one(d, head[1])
+      local payload, name = lease_one(d, best[1], head[1], tonumber(head[2]), st)
       leased = leased + 1
       out[#out + 1] = d
       out[#out + 1] = head[1]

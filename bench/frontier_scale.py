@@ -46,7 +46,8 @@ def fill(frontier: Frontier, domains: int) -> None:
             domain = f"d{d}.bench.test"
             url = f"http://{domain}/page/{i}.html"
             record = crawl_request.to_record({"url": url, "appid": "bench", "crawlid": "scale", "spiderid": SPIDER})
-            batch.append(NewRequest(SPIDER, domain, 1, "bench", "scale", crawl_request.encode(record), fingerprint(url)))
+            payload = crawl_request.encode(record)
+            batch.append(NewRequest(SPIDER, domain, 1, "bench", "scale", payload, fingerprint(url)))
             if len(batch) == 2000:
                 frontier.enqueue(batch)
                 batch = []
@@ -61,7 +62,7 @@ def pop_for(
     each pop's number of leases is appended to `sizes`."""
     leases = pops = 0
     started = time.monotonic()
-    while (elapsed := time.monotonic() - started) < seconds:
+    while time.monotonic() - started < seconds:
         popped = frontier.pop(SPIDER, POP_BATCH, policy, SCAN_LIMIT)
         pops += 1
         leases += len(popped.leases)
@@ -91,9 +92,13 @@ def measure(client: redis.Redis, domains: int, measure_s: float) -> dict[str, An
     frontier = Frontier(client, lease_timeout=3600)
     fill(frontier, domains)
     interval = WINDOW / HITS
-    burst_done = time.monotonic()
-    while frontier.pop(SPIDER, POP_BATCH, THROTTLED, SCAN_LIMIT).leases:  # every first request is due at once
+    began = burst_done = time.monotonic()
+    # Every first request is due at once: the burst ends with a short batch, or after an interval
+    # when the client cannot pop as fast as the throttle allows.
+    while len(frontier.pop(SPIDER, POP_BATCH, THROTTLED, SCAN_LIMIT).leases) == POP_BATCH:
         burst_done = time.monotonic()
+        if burst_done - began > interval:
+            break
     # Measured from half an interval after the burst, for whole intervals: each domain's later
     # requests fall due once per interval, so the window holds exactly measure/interval of them.
     pop_for(frontier, THROTTLED, burst_done + interval / 2 - time.monotonic())

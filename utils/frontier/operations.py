@@ -28,6 +28,7 @@ from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settleme
 __all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
 DUPEFILTER_MODES = ("exact", "bloom")
+FETCH_SLACK = 0.05  # share of an interval a moderated slot may lag behind now (pop.lua's SLACK)
 T = TypeVar("T")
 
 
@@ -285,6 +286,13 @@ class Frontier:
             evalsha_in(pipe, self.scripts.extend, keys.shard_route(tag), args)
         return [_text(m) for lost in self._execute(pipe) for m in lost]
 
+    def fetched_late(self, lease: Lease, throttle_key: str, at: float, interval: float) -> bool:
+        """A lease fetched at `at`, well after it was handed out: the domain's next moderated slot
+        counts from the fetch (utils/frontier/lua/fetched.lua). True when the slot moved."""
+        self.round_trips += 1
+        key = lease.tag + keys.throttle_time(throttle_key)
+        return bool(self.scripts.fetched(keys=[key], args=[at, interval, FETCH_SLACK]))
+
     def set_throttle_delay(self, domain: str, throttle_key: str, seconds: float, ttl: int) -> None:
         """Seconds between two hits of a domain's throttle key cluster-wide (robots.txt Crawl-delay)."""
         self.round_trips += 1
@@ -338,6 +346,7 @@ def _batch_us(shards: int) -> str:
 
 def _popped(spiderid: str, tag: str, flat: list[Any]) -> Popped:
     wait_ms, denied, head = int(flat[0]), int(flat[1]), _text(flat[2])
+    received = time.time()
     leases = []
     for i in range(3, len(flat), 4):
         domain, member, payload, crawl = _text(flat[i]), _text(flat[i + 1]), flat[i + 2], _text(flat[i + 3])
@@ -345,7 +354,7 @@ def _popped(spiderid: str, tag: str, flat: list[Any]) -> Popped:
             continue  # a member whose crawl or payload is gone: nothing to crawl; the reaper drops its lease
         appid, _, crawlid = crawl.partition("\t")
         record = crawl_request.restore(payload, spiderid, appid, crawlid, member)
-        leases.append(Lease(spiderid, domain, member, record, tag))
+        leases.append(Lease(spiderid, domain, member, record, tag, received))
     return Popped(leases, None if wait_ms < 0 else wait_ms / 1000, denied, float(head) if head else None)
 
 

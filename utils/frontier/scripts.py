@@ -30,9 +30,10 @@ class Scripts:
         self.retry = client.register_script(source("retry"))
         self.release = client.register_script(source("release"))
         self.extend = client.register_script(source("extend"))
+        self.fetched = client.register_script(source("fetched"))
 
     def all(self) -> list[Any]:
-        return [self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend]
+        return [self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend, self.fetched]
 
     def load(self, client: Any) -> None:
         """SCRIPT LOAD every script (after a Redis restart emptied the script cache)."""

@@ -126,9 +126,9 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
 
 def test_moderated_throttle_spreads_hits_without_drift(frontier: Frontier) -> None:
     frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(100)])
-    policy = ThrottlePolicy(key_prefix="m:", hits=20, window=2, moderated=True)  # one every 0.1 s
+    policy = ThrottlePolicy(key_prefix="m:", hits=20, window=10, moderated=True)  # one every 0.5 s
     got, started = 0, time.monotonic()
-    while time.monotonic() - started < 2.0:
+    while time.monotonic() - started < 5.0:
         got += len(frontier.pop("link", 8, policy).leases)
-        time.sleep(0.013)  # polls that never line up with the 0.1 s slots
-    assert 19 <= got <= 21
+        time.sleep(0.013)  # polls that never line up with the 0.5 s slots (a slot may lag 5 %)
+    assert 10 <= got <= 11

@@ -167,7 +167,10 @@ end
 -- Snoozed domains whose time has come compete again, in line from the time they became due
 -- (one read of each queue's head; the sets are written with one command each).
 local function wake()
-  local most = math.min(budget, 2000)  -- unpack() below takes at most ~8,000 values
+  -- When more domains are due than the spiders fetch (overload), they enter the competition in
+  -- due-time order, a few times a batch per call, rather than all at once: waking is cheap per
+  -- domain but not free. unpack() below takes at most ~8,000 values.
+  local most = math.min(budget, 2000, math.max(16, 4 * max_items))
   local due = redis.call('ZRANGEBYSCORE', snoozed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
   if #due == 0 then return end
   local members, owners, gone = {}, {}, {}

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     if name == "crawl":
-        p.add_argument("--spider", default="link", help="spider name (link, wandering)")
+        p.add_argument("--spider", default="link", help="spider name (link, wandering, render)")
     if name in ("kafka-monitor", "redis-monitor"):
         p.add_argument("--burst", action="store_true", help="process what is there, then exit")
     if name == "feed":

@@ -24,6 +24,7 @@ TOP_DOMAINS = 12  # deepest queues shown
 CRAWLS_SHOWN = 30
 DEAD_LETTER_CRAWLS = 20  # crawls whose newest dead letters are read
 RECENT = 10  # errors and dead letters shown
+RENDERERS_SHOWN = 20  # render processes listed
 ERROR_FIELDS = ("uuid", "appid", "error", "server_time", "received")
 DEAD_FIELDS = ("url", "appid", "crawlid", "error", "status_code", "attempts", "dead_ts")
 
@@ -49,6 +50,7 @@ def build(gw: Gateway) -> dict[str, Any]:
         "errors": [{k: e.get(k) for k in ERROR_FIELDS} for e in list(gw.outbound.recent_errors)[:RECENT]],
         "dead_letters": recent_dead_letters(gw.redis, crawls[:DEAD_LETTER_CRAWLS]),
         "proxies": ProxyPool.from_settings(gw.settings, gw.redis).state(now),  # [] without PROXY_LIST
+        "renderers": renderers(gw.redis, now, gw.settings.get_int("HEARTBEAT_TIMEOUT")),
     }
 
 
@@ -59,6 +61,31 @@ def processes(redis: RedisClient, ttl: int) -> dict[str, dict[str, Any]]:
         nodes = stats.live_processes(redis, component, ttl)
         found[component] = {"count": sum(len(ids) for ids in nodes.values()), "hosts": sorted(nodes)}
     return found
+
+
+def renderers(redis: RedisClient, now: float, ttl: int) -> list[dict[str, Any]]:
+    """Each live render process's figures (`crawler/render_stats.py`): pages/s, memory, restarts."""
+    members = redis.zrangebyscore(keys.RENDERERS, now - ttl, "+inf")[:RENDERERS_SHOWN]
+    pipe = redis.pipeline(transaction=False)
+    for member in members:
+        pipe.hgetall(keys.render_figures(*_text(member).rsplit(":", 1)))
+    found = []
+    for member, figures in zip(members, pipe.execute(), strict=True):
+        values = {_text(k): _text(v) for k, v in figures.items()}
+        if values:
+            found.append({"process": _text(member), **{k: _number(v) for k, v in values.items()}})
+    return found
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return 0.0
 
 
 def queue_depths(redis: RedisClient, shards: Shards | None = None) -> dict[str, Any]:

@@ -174,6 +174,18 @@ function renderProxies(data) {
   }));
 }
 
+function mib(bytes) { return (bytes / 1048576).toFixed(0); }
+
+function renderRenderers(data) {
+  const rows = data.renderers || [];
+  document.getElementById("renderers-card").hidden = !rows.length;
+  document.querySelector("#renderers tbody").replaceChildren(...rows.map((r) => el("tr", { "data-renderer": r.process },
+    el("td", {}, r.process), el("td", { class: "num" }, r.pages_per_sec.toFixed(2)), el("td", { class: "num" }, fmt(r.pages)),
+    el("td", { class: "num" }, mib(r.process_memory)),
+    el("td", { class: "num" }, `${mib(r.browser_memory)} (${mib(r.browser_memory_peak)})`),
+    el("td", { class: "num" }, fmt(r.browser_restarts)))));
+}
+
 function pagePill(page) {
   const code = page.status_code;
   const kind = page.success === false || !code ? "bad" : code >= 400 ? "warn" : "ok";
@@ -214,7 +226,7 @@ async function refresh() {
     if (envelope.status !== "SUCCESS") throw new Error(envelope.error && envelope.error.message);
     const data = envelope.data;
     document.getElementById("banner").hidden = true;
-    for (const render of [renderHealth, renderTotals, renderCrawls, renderChart, renderQueues, renderErrors, renderProcesses, renderProxies]) {
+    for (const render of [renderHealth, renderTotals, renderCrawls, renderChart, renderQueues, renderErrors, renderProcesses, renderProxies, renderRenderers]) {
       render(data);
     }
     pickStream(data);

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,6 +99,14 @@ def test_the_dashboard_shows_a_live_crawl(services, tmp_path, site_server, brows
         page.screenshot(path=str(ARTIFACTS / "dashboard-finished.png"), full_page=True)
 
         output, _ = follow.communicate(timeout=60)
+        assert page.locator("#renderers-card").is_hidden()  # no render process reports
+        redis = redis_of(cluster)
+        redis.hset(keys.render_figures("render-host", "7"), mapping={"pages": 1234, "pages_per_sec": 2.5,
+                   "process_memory": 110 * 2**20, "browser_memory": 400 * 2**20,
+                   "browser_memory_peak": 480 * 2**20, "browser_restarts": 6})  # fmt: skip
+        redis.zadd(keys.RENDERERS, {"render-host:7": time.time()})
+        row = page.wait_for_selector('tr[data-renderer="render-host:7"]', timeout=10_000)
+        assert row.inner_text().split("\t") == ["render-host:7", "2.50", "1,234", "110", "400 (480)", "6"]
     assert follow.returncode == 0, output
     last = output.strip().splitlines()[-1]
     assert last.startswith("dashapp/dash1 ["), last

@@ -91,7 +91,7 @@ def _services_running(options: list[str]) -> dict[str, Any] | None:
 def test_up_status_down_runs_the_node_and_leaves_nothing(node: dict[str, Any]) -> None:
     options, ports = node["options"], node["ports"]
 
-    up = _shoal(options, "up", "--crawlers", "2")
+    up = _shoal(options, "up", "--crawlers", "2", "--renderers", "1")
     assert up.returncode == 0, up.stdout + up.stderr
     for name in ("redis", "zookeeper", "kafka", "rest"):
         assert f"127.0.0.1:{ports[name]}" in up.stdout
@@ -100,6 +100,7 @@ def test_up_status_down_runs_the_node_and_leaves_nothing(node: dict[str, Any]) -
     processes = {p["name"]: p for p in report["processes"]}
     assert all(processes[f"services:{name}"]["pid"] > 0 for name in SERVICES)
     assert sorted(name for name in processes if "crawler" in name) == ["shoal:crawler-00", "shoal:crawler-01"]
+    assert processes["shoal:renderer-00"]["state"] in ("STARTING", "RUNNING")  # a render spider, on request
     assert report["services"] == {name: f"127.0.0.1:{port}" for name, port in ports.items()}
 
     again = _shoal(options, "up", "--crawlers", "2")

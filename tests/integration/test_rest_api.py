@@ -318,6 +318,18 @@ def test_the_dashboard_page_its_files_and_its_data(http: httpx.Client, r: redis.
     assert {"running", "pages_per_sec", "queued", "crawled", "failed"} <= set(data["totals"])
 
 
+def test_the_dashboard_shows_live_render_processes_only(http: httpx.Client, r: redis.Redis) -> None:
+    now = time.time()
+    for member, seen, rate in (("render-host:41", now, 2.5), ("render-host:42", now - 10_000, 9.0)):
+        r.hset(keys.render_figures(*member.split(":")), mapping={"pages": 40, "pages_per_sec": rate,
+               "browser_memory": 300 * 2**20, "browser_restarts": 1})  # fmt: skip
+        r.zadd(keys.RENDERERS, {member: seen})
+    shown = success_data(http.get("/dashboard/data"))["renderers"]
+    assert [(row["process"], row["pages_per_sec"], row["browser_memory"]) for row in shown] == [
+        ("render-host:41", 2.5, 300 * 2**20)
+    ]  # the one that stopped reporting is gone
+
+
 def test_the_openapi_document_and_docs_page(http: httpx.Client) -> None:
     document = http.get("/openapi.json").json()
     assert "CrawlRequest" in document["components"]["schemas"]

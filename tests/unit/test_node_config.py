@@ -22,7 +22,8 @@ COMPONENTS = ["kafka-monitor", "redis-monitor", "rest"]
 
 
 def _args(overrides: list[str], **extra: Any) -> argparse.Namespace:
-    defaults = {"set": overrides, "log_level": None, "settings": None, "crawlers": 1, "services": None,
+    defaults = {"set": overrides, "log_level": None, "settings": None, "crawlers": 1, "renderers": 0,
+                "services": None,
                 "node": "n1"}  # fmt: skip
     return argparse.Namespace(**{**defaults, **extra})
 
@@ -43,7 +44,7 @@ def _parse(
     """Render, write and parse the config as supervisord does: {"group:name": process config}."""
     settings, args, layout = _node(tmp_path, overrides, environ, **extra)
     environment = child_environment(settings, args, layout, environ or {})
-    path = write_config(layout, render_config(layout, args.crawlers, environment))
+    path = write_config(layout, render_config(layout, args.crawlers, environment, renderers=args.renderers))
     options = ServerOptions()
     options.configfile = str(path)
     options.process_config(do_usage=False)
@@ -58,7 +59,7 @@ def test_every_program_of_a_node_is_rendered(tmp_path: Path) -> None:
     programs = _parse(tmp_path)
 
     expected = [f"services:{name}" for name in SERVICES] + [f"shoal:{name}" for name in COMPONENTS]
-    assert sorted(programs) == sorted([*expected, "shoal:crawler-00"])
+    assert sorted(programs) == sorted([*expected, "shoal:crawler-00", "shoal:renderer-00"])
     redis = programs["services:redis"]
     assert redis.command.split()[1:] == ["-m", "utils.cli.main", "service", "redis", "--node", "n1"]
     assert Path(redis.directory) == Path(__file__).resolve().parents[2]
@@ -88,6 +89,24 @@ def test_crawlers_are_numbered_processes_of_one_program(tmp_path: Path, crawlers
     assert names == [f"shoal:crawler-{n:02d}" for n in range(crawlers)]
     assert all(programs[name].autostart for name in names)
     assert programs[names[-1]].command.split()[1:] == ["-m", "utils.cli.main", "crawl", "--spider", "link"]
+
+
+def test_render_nodes_run_render_spiders_and_no_link_crawler(tmp_path: Path) -> None:
+    programs = _parse(tmp_path, crawlers=0, renderers=2)
+
+    names = sorted(name for name in programs if "renderer" in name)
+    assert names == ["shoal:renderer-00", "shoal:renderer-01"]
+    assert all(programs[name].autostart for name in names)
+    assert programs[names[0]].command.split()[1:] == ["-m", "utils.cli.main", "crawl", "--spider", "render"]
+    assert programs[names[0]].autorestart is RestartUnconditionally
+    assert programs["shoal:crawler-00"].autostart is False
+
+
+def test_no_renderers_by_default_renders_one_that_does_not_start(tmp_path: Path) -> None:
+    programs = _parse(tmp_path)
+
+    assert programs["shoal:renderer-00"].autostart is False
+    assert "shoal:renderer-01" not in programs
 
 
 def test_no_crawlers_renders_one_that_does_not_start(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     if name == "crawl":
-        p.add_argument("--spider", default="link", help="spider name (link, wandering)")
+        p.add_argument("--spider", default="link", help="spider name (link, wandering, render)")
     if name in ("kafka-monitor", "redis-monitor"):
         p.add_argument("--burst", action="store_true", help="process what is there, then exit")
     if name == "feed":
@@ -89,6 +89,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("-c", "--consumer-group", default=None)
     if name == "up":
         p.add_argument("--crawlers", type=int, default=1, help="crawler processes on this node")
+        p.add_argument("--renderers", type=int, default=0, help="render spiders (headless Chromium) on this node")
         p.add_argument("--services", default=None, help="local services: kafka,redis,zookeeper | none")
         p.add_argument("--node", default="default", help="node name (its own run directory)")
     if name in ("down", "status"):

@@ -97,6 +97,18 @@ RETRY_BACKOFF_MAX = 60.0  # seconds; longest delay between two tries of a reques
 RETRY_PRIORITY_ADJUST = -10  # priority; added to a request's priority for each retry (Scrapy Cluster)
 STATS_RESPONSE_CODES: list[int] = []  # HTTP statuses counted per spider in stats; empty = every status
 
+# --- Rendering (the `render` spider: pages loaded in headless Chromium) ------------------------
+RENDER_BROWSER_PATH = "/usr/bin/chromium"  # path; the Chromium the render spider drives (Debian's package)
+RENDER_MAX_PAGES = 4  # pages; browser pages open at once in one render process (its concurrency)
+RENDER_PAGES_PER_CONTEXT = 20  # pages; a fresh browser context (cookies, cache, storage) after this many
+RENDER_PAGES_PER_BROWSER = 200  # pages; the browser is restarted after this many (browsers leak); 0 = never
+RENDER_BROWSER_MEMORY_MAX = 768  # MiB; the browser is restarted when its processes' resident memory passes this
+RENDER_MEMORY_CHECK_INTERVAL = 2.0  # seconds; shortest time between two measurements of the browser's memory
+RENDER_TIMEOUT = 15.0  # seconds; longest load-and-settle of one page; past it the attempt fails (retry, dead letter)
+RENDER_SETTLE = "networkidle"  # networkidle, load or domcontentloaded; what "settled" means without a selector
+RENDER_BLOCKED_RESOURCES = ["image", "media", "font"]  # Playwright resource types the browser never fetches
+RENDER_STATS_INTERVAL = 5.0  # seconds; how often a render process writes its figures to Redis (dashboard)
+
 # --- Kafka monitor (add kafka monitor settings below this line) --------------------------------
 # dotted path -> rank; a message goes to the first plugin whose schema it matches; None disables
 KAFKA_MONITOR_PLUGINS: dict[str, int | None] = {  # plugin path -> rank (None disables); Scrapy Cluster's PLUGINS

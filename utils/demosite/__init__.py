@@ -7,6 +7,17 @@ May import: `utils.config`.
 from __future__ import annotations
 
 from utils.demosite.generator import DISALLOWED_PREFIX, PDF_PATH, Page, Site, generate_site
+from utils.demosite.scripted import add_scripted_pages, scripted_seeds, scripted_urls
 from utils.demosite.server import SiteServer
 
-__all__ = ["DISALLOWED_PREFIX", "PDF_PATH", "Page", "Site", "SiteServer", "generate_site"]
+__all__ = [
+    "DISALLOWED_PREFIX",
+    "PDF_PATH",
+    "Page",
+    "Site",
+    "SiteServer",
+    "add_scripted_pages",
+    "generate_site",
+    "scripted_seeds",
+    "scripted_urls",
+]

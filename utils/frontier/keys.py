@@ -124,6 +124,14 @@ def crawler_heartbeat(host: str, spiderid: str, process_id: str) -> str:
     return f"stats:crawler:{host}:{spiderid}:{process_id}"
 
 
+RENDERERS = "shoal:renderers"  # ZSET `<host>:<id>` -> last report (unix s): live render processes
+
+
+def render_figures(host: str, process_id: str) -> str:
+    """`stats:render:<host>:<id>`: HASH of a render process's figures (pages/s, memory), with a TTL."""
+    return f"stats:render:{host}:{process_id}"
+
+
 # --- Crawl registry, retries, dead letters, jobs -------------------------------------------------
 CRAWLS = "shoal:crawls"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> last enqueue (unix s): live crawls
 JOBS = "shoal:jobs"  # STREAM of action/stats/zookeeper jobs, written by kafka monitors

@@ -106,10 +106,16 @@ def render_config(
     environment: Mapping[str, str],
     python: str = sys.executable,
     template: Path = TEMPLATE_PATH,
+    renderers: int = 0,
 ) -> str:
-    """The node's supervisord.conf text; KeyError if the template uses an unknown placeholder."""
-    if crawlers < 0:
-        raise ConfigError(f"--crawlers must be 0 or more, got {crawlers}")
+    """The node's supervisord.conf text; KeyError if the template uses an unknown placeholder.
+
+    `renderers` are processes of the `render` spider (a browser each): a node meant for them runs
+    `shoal up --crawlers 0 --renderers N`, so render nodes can be the machines with the memory.
+    """
+    for option, count in (("--crawlers", crawlers), ("--renderers", renderers)):
+        if count < 0:
+            raise ConfigError(f"{option} must be 0 or more, got {count}")
     values = {
         "python": _path(python),
         "repo": _path(repo_root()),
@@ -117,6 +123,8 @@ def render_config(
         "run_dir": _path(layout.run_dir),
         "crawlers": str(max(crawlers, 1)),  # supervisord needs numprocs >= 1
         "crawler_autostart": "true" if crawlers > 0 else "false",
+        "renderers": str(max(renderers, 1)),
+        "renderer_autostart": "true" if renderers > 0 else "false",
         "environment": encode_environment(environment),
         **{f"{name}_autostart": _autostart(name, layout.local) for name in ("redis", "zookeeper", "kafka")},
     }

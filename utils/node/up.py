@@ -53,8 +53,9 @@ def prepare(settings: Settings, args: argparse.Namespace, layout: NodeLayout) ->
     layout.check_socket_path()
     _check_ports(layout)
     environment = child_environment(settings, args, layout, os.environ)
-    write_config(layout, render_config(layout, args.crawlers, environment))
-    state = {**layout.to_json(), "crawlers": args.crawlers}
+    renderers = getattr(args, "renderers", 0)
+    write_config(layout, render_config(layout, args.crawlers, environment, renderers=renderers))
+    state = {**layout.to_json(), "crawlers": args.crawlers, "renderers": renderers}
     layout.state_path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 
 
@@ -84,11 +85,13 @@ def wait_services(layout: NodeLayout, timeout: float = SERVICE_TIMEOUT) -> tuple
         time.sleep(POLL_INTERVAL)
 
 
-def _spawned_rows(layout: NodeLayout, crawlers: int) -> list[dict[str, object]]:
+def _spawned_rows(layout: NodeLayout, crawlers: int, renderers: int = 0) -> list[dict[str, object]]:
     """The process rows once supervisord has spawned every autostart program (or SPAWN_TIMEOUT)."""
     idle = {f"services:{name}" for name in ("redis", "zookeeper", "kafka") if name not in layout.local}
     if crawlers == 0:
         idle.add("shoal:crawler-00")
+    if renderers == 0:
+        idle.add("shoal:renderer-00")
     deadline = time.monotonic() + SPAWN_TIMEOUT
     while True:
         rows = process_rows(process_info(layout))
@@ -98,11 +101,11 @@ def _spawned_rows(layout: NodeLayout, crawlers: int) -> list[dict[str, object]]:
         time.sleep(POLL_INTERVAL)
 
 
-def _print_summary(layout: NodeLayout, pid: int, crawlers: int) -> None:
+def _print_summary(layout: NodeLayout, pid: int, crawlers: int, renderers: int) -> None:
     print(f"node {layout.node} is up: supervisord pid {pid}, run dir {layout.run_dir}")
     print(format_addresses(layout.service_addresses(), layout.local))
     try:
-        print(format_table(_spawned_rows(layout, crawlers)))
+        print(format_table(_spawned_rows(layout, crawlers, renderers)))
     except RPC_ERRORS as exc:
         print(f"(cannot list the processes: {exc})")
     print(f"logs: {layout.log_dir}/<program>.log, supervisord: {layout.supervisord_log}")
@@ -140,5 +143,5 @@ def up_command(settings: Settings, args: argparse.Namespace) -> int:
     failure = wait_services(layout)
     if failure is not None:
         return _fail(layout, pid, *failure)
-    _print_summary(layout, pid, args.crawlers)
+    _print_summary(layout, pid, args.crawlers, getattr(args, "renderers", 0))
     return 0

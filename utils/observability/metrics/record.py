@@ -27,6 +27,10 @@ from utils.observability.metrics.registry import (
     PAGE_BYTES,
     PAGES,
     PRODUCED,
+    RENDER_BROWSER_MEMORY,
+    RENDER_BROWSER_RESTARTS,
+    RENDER_PAGES,
+    RENDER_SECONDS,
     REST_REQUESTS,
     REST_SECONDS,
     RETRIES,
@@ -117,6 +121,21 @@ def record_throttle_denials(spiderid: str, n: int) -> None:
 def record_leases_returned(spiderid: str, n: int) -> None:
     if n > 0:
         LEASES_RETURNED.labels(LABELS("spiderid", spiderid)).inc(n)
+
+
+def record_render(seconds: float | None) -> None:
+    """One page loaded in the browser: its load-and-settle time, or None when the attempt failed."""
+    RENDER_PAGES.labels("failed" if seconds is None else "rendered").inc()
+    if seconds is not None:
+        RENDER_SECONDS.observe(seconds)
+
+
+def set_browser_memory(size: int, restarts: dict[str, int] | None = None) -> None:
+    """The browser's resident bytes now, and the browsers replaced since the last call, by reason."""
+    RENDER_BROWSER_MEMORY.set(size)
+    for reason, n in (restarts or {}).items():
+        if n > 0:
+            RENDER_BROWSER_RESTARTS.labels(LABELS("restart_reason", reason)).inc(n)
 
 
 # --- Kafka monitor, redis monitor, REST ----------------------------------------------------------

@@ -129,6 +129,24 @@ LEASES_RETURNED = Counter(
     registry=REGISTRY,
 )  # fmt: skip
 
+# --- Render spider (crawler/rendering.py) -------------------------------------------------------
+RENDER_PAGES = Counter(
+    "shoal_render_pages_total", "Pages loaded in the browser, by outcome (rendered, failed)", ["outcome"],
+    registry=REGISTRY,
+)  # fmt: skip
+RENDER_SECONDS = Histogram(
+    "shoal_render_duration_seconds", "Load-and-settle time of one rendered page", buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)  # fmt: skip
+RENDER_BROWSER_MEMORY = Gauge(
+    "shoal_render_browser_memory_bytes", "Resident memory (PSS) of this process's browser, all its processes",
+    registry=REGISTRY,
+)  # fmt: skip
+RENDER_BROWSER_RESTARTS = Counter(
+    "shoal_render_browser_restarts_total", "Browsers replaced, by reason (pages, memory, crash)", ["reason"],
+    registry=REGISTRY,
+)  # fmt: skip
+
 # --- Kafka monitor ------------------------------------------------------------------------------
 INCOMING = Counter(
     "shoal_incoming_messages_total", "Incoming messages by kind (crawl, action, ...) and outcome",

@@ -1,0 +1,134 @@
+"""The render spider's download handler: a leased page is loaded in Chromium and answered as its DOM.
+
+Only the page request went through the frontier (and so its domain's throttle); the scripts,
+styles and XHRs the page fetches are its own and go straight from the browser. Requests Scrapy
+makes by itself (robots.txt) have no lease and are fetched plainly. A page settles when the
+network is idle (RENDER_SETTLE) or, when its crawl's `attrs.wait_for` names a CSS selector, when
+that element exists; whatever does not settle within RENDER_TIMEOUT fails the attempt with
+`RenderTimeout`, a Twisted TimeoutError, so the retry policy retries it and then dead-letters it:
+the handler always returns, and the lease is always settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Literal, cast
+from weakref import WeakKeyDictionary
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
+from playwright.async_api import Response as PageResponse
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+from scrapy import Request
+from scrapy.core.downloader.handlers.base import BaseDownloadHandler
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.crawler import Crawler
+from scrapy.http import HtmlResponse, Response
+from twisted.internet import error as twisted_error
+
+from crawler.browser import BrowserConfig, BrowserPool
+from crawler.meta import LEASE
+from crawler.render_stats import RenderStats
+from utils.config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Settle = Literal["networkidle", "load", "domcontentloaded"]
+SETTLE_STATES = ("networkidle", "load", "domcontentloaded")
+
+
+class RenderTimeout(twisted_error.TimeoutError):
+    """The page did not settle within RENDER_TIMEOUT (retried like any download timeout)."""
+
+
+class RenderError(twisted_error.ConnectError):
+    """The browser could not load the page (connection refused, DNS, crash): retried."""
+
+
+class Renderer:
+    """The process's browser pool and figures, shared by the http and https handlers."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings: Settings = crawler.settings["SHOAL"]
+        settle = settings.get_str("RENDER_SETTLE")
+        if settle not in SETTLE_STATES:
+            raise ValueError(f"RENDER_SETTLE must be one of {SETTLE_STATES}, got {settle!r}")
+        self.settle = cast(Settle, settle)
+        self.timeout = settings.get_float("RENDER_TIMEOUT")
+        self.pool = BrowserPool(BrowserConfig.from_settings(settings))
+        self.stats = RenderStats.from_crawler(crawler, self.pool.figures)
+        self.closed = False
+
+    async def render(self, request: Request) -> Response:
+        """The page as its rendered DOM, or RenderTimeout / RenderError (both retried)."""
+        started = time.monotonic()
+        try:
+            response = await asyncio.wait_for(self._render(request), self.timeout)
+        except (TimeoutError, PlaywrightTimeout):
+            self.stats.failed()
+            raise RenderTimeout(f"page did not settle within {self.timeout:g} s") from None
+        except PlaywrightError as exc:
+            self.stats.failed()
+            raise RenderError(str(exc).splitlines()[0]) from None
+        self.stats.rendered(time.monotonic() - started)
+        return response
+
+    async def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.stats.stop()
+            await self.pool.close()
+
+    async def _render(self, request: Request) -> HtmlResponse:
+        async with self.pool.page() as page:
+            page.set_default_timeout(self.timeout * 1000)  # ms; the outer limit still bounds the whole render
+            selector = wait_selector(request.meta)
+            answer = await page.goto(request.url, wait_until="load" if selector else self.settle)
+            if selector:
+                await page.wait_for_selector(selector, state="attached")
+            html = await page.content()
+            return await _response(request, page, answer, html)
+
+
+_RENDERERS: WeakKeyDictionary[Crawler, Renderer] = WeakKeyDictionary()
+
+
+class RenderDownloadHandler(BaseDownloadHandler):
+    lazy = False
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        if crawler not in _RENDERERS:  # Scrapy makes one handler per scheme; one browser serves both
+            _RENDERERS[crawler] = Renderer(crawler)
+        self.renderer = _RENDERERS[crawler]
+        self.plain = HTTP11DownloadHandler(crawler)
+
+    async def download_request(self, request: Request) -> Response:
+        if request.meta.get(LEASE) is None:
+            return await self.plain.download_request(request)
+        return await self.renderer.render(request)
+
+    async def close(self) -> None:
+        await self.renderer.close()
+        await self.plain.close()
+
+
+def wait_selector(meta: dict[str, Any]) -> str | None:
+    """The CSS selector a crawl waits for (`attrs.wait_for`), if it gives a non-empty string."""
+    attrs = meta.get("attrs")
+    selector = attrs.get("wait_for") if isinstance(attrs, dict) else None
+    return selector if isinstance(selector, str) and selector.strip() else None
+
+
+async def _response(request: Request, page: Page, answer: PageResponse | None, html: str) -> HtmlResponse:
+    """The rendered DOM as Scrapy's response, with the page's own status and headers."""
+    status, headers = 200, {}
+    if answer is not None:
+        status = answer.status
+        headers = {k: v for k, v in (await answer.all_headers()).items()
+                   if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}  # fmt: skip
+    headers["content-type"] = "text/html; charset=utf-8"  # the DOM serialised, whatever the source was
+    return HtmlResponse(url=page.url, status=status, headers=headers, body=html.encode("utf-8"),
+                        encoding="utf-8", request=request)  # fmt: skip

@@ -1,0 +1,28 @@
+"""The `render` spider: the link spider's crawl, with each page loaded in headless Chromium.
+
+Pages are fetched by `crawler.rendering.RenderDownloadHandler`, so the body of the page message
+is the rendered DOM and its links are the links of that DOM (the same extractor and crawl filters
+as `link`). A crawl goes to it with `"spiderid": "render"`; it waits for `attrs.wait_for` (a CSS
+selector) when the request gives one. Its concurrency is RENDER_MAX_PAGES, not CONCURRENT_REQUESTS:
+a browser page costs tens of MiB where a plain download costs kilobytes.
+"""
+
+from __future__ import annotations
+
+from scrapy.settings import BaseSettings
+
+from crawler.spiders.link import LinkSpider
+
+HANDLER = "crawler.rendering.RenderDownloadHandler"
+
+
+class RenderSpider(LinkSpider):
+    name = "render"
+
+    @classmethod
+    def update_settings(cls, settings: BaseSettings) -> None:
+        super().update_settings(settings)
+        pages = settings["SHOAL"].get_int("RENDER_MAX_PAGES")
+        settings.set("DOWNLOAD_HANDLERS", {"http": HANDLER, "https": HANDLER}, "spider")
+        settings.set("CONCURRENT_REQUESTS", pages, "spider")
+        settings.set("CONCURRENT_REQUESTS_PER_DOMAIN", pages, "spider")

@@ -68,6 +68,7 @@ class ShoalAddon:
         for name, attribute in list(settings.attributes.items()):
             if attribute.priority >= SETTINGS_PRIORITIES["spider"]:
                 value = attribute.value
+                value = value.copy_to_dict() if hasattr(value, "copy_to_dict") else value  # a component dict
                 user[name] = {**user.get(name, {}), **value} if name in COMPONENTS and isinstance(value, dict) \
                     else value  # fmt: skip
         check_user_settings(user)

@@ -94,6 +94,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("-c", "--consumer-group", default=None)
     if name == "up":
         p.add_argument("--crawlers", type=int, default=1, help="crawler processes on this node")
+        p.add_argument("--spider", default="link", help="the spider the crawlers run (see `shoal spiders`)")
         p.add_argument("--services", default=None, help="local services: kafka,redis,zookeeper | none")
         p.add_argument("--node", default="default", help="node name (its own run directory)")
     if name in ("down", "status"):

@@ -106,6 +106,7 @@ def render_config(
     environment: Mapping[str, str],
     python: str = sys.executable,
     template: Path = TEMPLATE_PATH,
+    spider: str = "link",
 ) -> str:
     """The node's supervisord.conf text; KeyError if the template uses an unknown placeholder."""
     if crawlers < 0:
@@ -116,6 +117,7 @@ def render_config(
         "node": _path(layout.node),
         "run_dir": _path(layout.run_dir),
         "crawlers": str(max(crawlers, 1)),  # supervisord needs numprocs >= 1
+        "spider": _path(spider),
         "crawler_autostart": "true" if crawlers > 0 else "false",
         "environment": encode_environment(environment),
         **{f"{name}_autostart": _autostart(name, layout.local) for name in ("redis", "zookeeper", "kafka")},

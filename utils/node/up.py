@@ -53,7 +53,7 @@ def prepare(settings: Settings, args: argparse.Namespace, layout: NodeLayout) ->
     layout.check_socket_path()
     _check_ports(layout)
     environment = child_environment(settings, args, layout, os.environ)
-    write_config(layout, render_config(layout, args.crawlers, environment))
+    write_config(layout, render_config(layout, args.crawlers, environment, spider=getattr(args, "spider", "link")))
     state = {**layout.to_json(), "crawlers": args.crawlers}
     layout.state_path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 

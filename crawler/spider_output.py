@@ -1,4 +1,4 @@
-"""Spider middlewares for users' spiders (ShoalSpider subclasses); other spiders pass through untouched.
+"""Spider middlewares for users' spiders (ShoalSpider subclasses); not loaded for the built-in ones.
 
 `FollowPolicyMiddleware` (next to the spider) gives each yielded request its depth and priority
 and applies the crawl's filters, as the link spider does for its links. `ItemLedgerMiddleware`
@@ -15,6 +15,7 @@ from typing import Any
 
 from scrapy import Request
 from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.utils.url import url_has_any_extension, url_is_from_any_domain
 
@@ -35,17 +36,13 @@ class FollowPolicyMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.stats = crawler.stats
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FollowPolicyMiddleware:
+        _users_spiders_only(crawler)
         return cls(crawler)
 
     def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterable[Any]:
-        spider = self.crawler.spider
-        if not isinstance(spider, ShoalSpider):
-            yield from result
-            return
         for entry in result:
             if not isinstance(entry, Request) or self._follows(response.meta, entry):
                 yield entry
@@ -53,10 +50,8 @@ class FollowPolicyMiddleware:
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any]
     ) -> AsyncIterator[Any]:
-        spider = self.crawler.spider
-        shoal = isinstance(spider, ShoalSpider)
         async for entry in result:
-            if not shoal or not isinstance(entry, Request) or self._follows(response.meta, entry):
+            if not isinstance(entry, Request) or self._follows(response.meta, entry):
                 yield entry
 
     def _follows(self, parent: dict[str, Any], request: Request) -> bool:
@@ -74,8 +69,14 @@ class FollowPolicyMiddleware:
         return True
 
     def _drop(self, reason: str) -> None:
-        if self.stats is not None:
-            self.stats.inc_value(f"shoal/requests_dropped/{reason}")
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(f"shoal/requests_dropped/{reason}")
+
+
+def _users_spiders_only(crawler: Crawler) -> None:
+    """Not loaded at all for the built-in spiders: their per-page path stays as it was."""
+    if crawler.spidercls is None or not issubclass(crawler.spidercls, ShoalSpider):
+        raise NotConfigured("only for ShoalSpider subclasses")
 
 
 def crawl_filters_allow(meta: dict[str, Any], url: str) -> bool:
@@ -112,16 +113,16 @@ class ItemLedgerMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.ledger: ItemLedger = ledger_of(crawler)
-        self.stats = crawler.stats
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ItemLedgerMiddleware:
+        _users_spiders_only(crawler)
         return cls(crawler)
 
     def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterable[Any]:
         spider = self.crawler.spider
         lease = response.meta.get(LEASE)
-        if lease is None or not isinstance(spider, ShoalSpider):
+        if lease is None or not isinstance(spider, ShoalSpider):  # not from the frontier
             yield from result
             return
         response.meta[_WRAPPED] = True
@@ -156,8 +157,8 @@ class ItemLedgerMiddleware:
             return None
         error = last_line(exception)
         self.ledger.fail(lease.member, error)
-        if self.stats is not None:
-            self.stats.inc_value(f"shoal/spider_exceptions/{type(exception).__name__}")
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(f"shoal/spider_exceptions/{type(exception).__name__}")
         log.error("Spider code failed; the request is dead-lettered", exc_info=exception,
                   extra={"url": response.url, "error": error, "spiderid": spider.name,
                          "crawlid": response.meta.get("crawlid"), "appid": response.meta.get("appid")})  # fmt: skip

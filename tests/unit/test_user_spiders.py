@@ -15,6 +15,7 @@ from scrapy.http import HtmlResponse
 from scrapy.settings import Settings as ScrapySettings
 
 from crawler.addon import ShoalAddon
+from crawler.conversion import UnstorableRequest, new_request, request_from_lease
 from crawler.items import ItemLedger, item_message
 from crawler.registry import SpiderRegistryError, discover, spider_class
 from crawler.spider_output import crawl_filters_allow
@@ -22,6 +23,7 @@ from crawler.spiders import ShoalSpider
 from utils.cli.new_spider import new_spider_command
 from utils.config.errors import ConfigError
 from utils.config.settings import Settings
+from utils.frontier import Lease, crawl_request
 
 
 @pytest.fixture
@@ -200,3 +202,37 @@ def test_the_ledger_settles_a_page_only_after_its_last_item_and_reports_errors_a
 )
 def test_user_spiders_requests_obey_the_crawls_filters(meta: dict, url: str, allowed: bool) -> None:
     assert crawl_filters_allow(meta, url) is allowed
+
+
+class Kwargs(ShoalSpider):
+    name = "kwargs"
+
+    def parse_product(self, response: HtmlResponse, category: str, rank: int) -> None:
+        """A callback with cb_kwargs."""
+
+
+def test_a_callback_and_its_cb_kwargs_travel_through_the_frontier_and_unstorable_ones_are_refused() -> None:
+    spider = Kwargs()
+    request = Request("http://127.18.0.1/p/1", callback=spider.parse_product, cb_kwargs={"category": "tea", "rank": 2},
+                      meta={"appid": "a", "crawlid": "c"})  # fmt: skip
+    entry = new_request(request, spider)
+    assert entry is not None
+    record = crawl_request.restore(entry.payload, "kwargs", "a", "c", "0" * 16)
+    lease = Lease(spiderid="kwargs", domain="127.18.0.1", request_id="0" * 16, record=record)
+    again = request_from_lease(lease, spider)
+    assert again.callback == spider.parse_product
+    assert again.cb_kwargs == {"category": "tea", "rank": 2}
+    with pytest.raises(UnstorableRequest, match="cb_kwargs must be JSON values"):
+        new_request(Request("http://127.18.0.1/p/2", cb_kwargs={"when": object()}, meta={"appid": "a"}), spider)
+
+
+def test_the_users_spider_middlewares_are_not_loaded_for_the_built_in_spiders() -> None:
+    from scrapy.crawler import Crawler
+    from scrapy.exceptions import NotConfigured
+
+    from crawler.spider_output import ItemLedgerMiddleware
+    from crawler.spiders.link import LinkSpider
+
+    with pytest.raises(NotConfigured):
+        ItemLedgerMiddleware.from_crawler(Crawler(LinkSpider))
+    assert isinstance(ItemLedgerMiddleware.from_crawler(Crawler(Kwargs)), ItemLedgerMiddleware)

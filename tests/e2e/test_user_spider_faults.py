@@ -25,7 +25,7 @@ RECOVERY = {"QUEUE_HITS": 0, "LEASE_TIMEOUT": 4, "REAPER_INTERVAL": 0.5, "CONCUR
 
 @pytest.fixture
 def user_cluster(services: LocalServices, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[TestCluster]:
-    cluster = TestCluster(services, tmp_path, **RECOVERY)
+    cluster = TestCluster(services, tmp_path, **{**RECOVERY, **getattr(request, "param", {})})
     yield cluster
     cluster.stop_all()
     report = getattr(request.node, "rep_call", None)
@@ -63,6 +63,7 @@ def test_a_shop_crawler_killed_mid_crawl_loses_no_item(user_cluster: TestCluster
     print(f"\n[kill] {len(expected)} items expected, lost 0, sent again {sum(skus.values()) - len(skus)}")
 
 
+@pytest.mark.parametrize("user_cluster", [{"KAFKA_APPID_TOPICS": "true"}], indirect=True)
 def test_a_spider_from_spider_modules_sends_pages_and_items_and_its_bug_dead_letters_one_page(
     user_cluster: TestCluster,
 ) -> None:
@@ -71,6 +72,7 @@ def test_a_spider_from_spider_modules_sends_pages_and_items_and_its_bug_dead_let
     failing = catalogue.url(FAILING_PATH)
     pages, items, dead = reader(user_cluster, "crawled_firehose"), reader(user_cluster, "items"), \
         reader(user_cluster, "dead_letter")  # fmt: skip
+    app_items = reader(user_cluster, "items_testapp")  # KAFKA_APPID_TOPICS: the appid's own topic too
     user_cluster.start("crawl", "--spider", "pages_and_items")
     wait_until(lambda: crawler_started(user_cluster, 1, "pages_and_items"), timeout=60, message="no crawler")
     try:
@@ -80,11 +82,12 @@ def test_a_spider_from_spider_modules_sends_pages_and_items_and_its_bug_dead_let
             pages.wait_for(lambda got: len(got) >= 3, timeout=30)
             dead.wait_for(lambda got: len(got) >= 1, timeout=30)
             items.wait_for(lambda got: len(got) >= 2, timeout=30)
-            for topic in (pages, items, dead):
+            app_items.wait_for(lambda got: len(got) >= 2, timeout=30)
+            for topic in (pages, items, dead, app_items):
                 topic.poll(1.0)
         counts = progress(user_cluster, "pages", "pages_and_items")
     finally:
-        for topic in (pages, items, dead):
+        for topic in (pages, items, dead, app_items):
             topic.close()
     # The chain of listing pages stops at the page whose parse raised: it has a page message, no item.
     crawled = listings[: listings.index(failing) + 1]
@@ -92,5 +95,6 @@ def test_a_spider_from_spider_modules_sends_pages_and_items_and_its_bug_dead_let
     assert all(p["success"] and p["spiderid"] == "pages_and_items" for p in pages.messages)
     assert [m["item"]["listing"] for m in items.messages] == crawled[:-1]
     assert {m["item_type"] for m in items.messages} == {"dict"}
+    assert app_items.messages == items.messages
     assert [(d["url"], d["error"]) for d in dead.messages] == [(failing, f"RuntimeError: no parser for {FAILING_PATH}")]
     assert counts["crawled"] == len(crawled) - 1

@@ -236,3 +236,17 @@ def test_the_users_spider_middlewares_are_not_loaded_for_the_built_in_spiders() 
     with pytest.raises(NotConfigured):
         ItemLedgerMiddleware.from_crawler(Crawler(LinkSpider))
     assert isinstance(ItemLedgerMiddleware.from_crawler(Crawler(Kwargs)), ItemLedgerMiddleware)
+
+
+def test_shoal_spiders_lists_each_spider_with_its_origin_and_shoal_crawl_refuses_unknown_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from crawler.main import main as crawl_main
+    from crawler.registry import spiders_command
+
+    assert spiders_command(settings(), argparse.Namespace()) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["link", "shop", "wandering"]
+    assert lines[1].split()[1:] == ["shoal_shop.spiders.ShopSpider", "[entry", "point", "shop", "(shoal-shop-example)]"]
+    assert crawl_main(settings(), argparse.Namespace(spider="nope")) == 2  # before waiting for any service
+    assert "shoal crawl: unknown spider 'nope'" in capsys.readouterr().err

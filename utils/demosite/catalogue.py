@@ -16,6 +16,7 @@ from html import escape
 
 from utils.demosite.generator import HTML_TYPE, TEXT_TYPE, TITLE_WORDS, Page, Site
 
+SHOP_HOST = "127.18.0.1"  # where `python -m utils.demosite --shop N` serves the catalogue
 CURRENCIES = ("EUR", "USD", "GBP")
 LISTING_ROOT = "/shop/"
 
@@ -77,6 +78,12 @@ def generate_catalogue(
     port = int(host.rsplit(":", 1)[1])
     site = Site(hosts=[host], port=port, seed=seed, crawl_delay=None, pages={p.url: p for p in pages})
     return site, catalogue
+
+
+def with_catalogue(site: Site, shop: Site) -> Site:
+    """One site serving both: the demo site's hosts and the catalogue's (same port)."""
+    return Site(hosts=[*site.hosts, *shop.hosts], port=site.port, seed=site.seed, crawl_delay=site.crawl_delay,
+                pages={**site.pages, **shop.pages})  # fmt: skip
 
 
 def _product(rng: random.Random, n: int, comma_price: bool) -> Product:

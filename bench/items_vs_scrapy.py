@@ -9,7 +9,9 @@ with pagination, some products listed twice, some missing a field) from its own 
      `<prefix>.items`, each page's lease acked once its items are confirmed by the broker.
 Items/s is counted between the first and the last valid item (process start-up excluded): for
 Scrapy at `item_scraped`, for Shoal as they arrive on the items topic. Same concurrency, throttle
-off. Prints a table and writes bench/results/items_vs_scrapy.json. Target: Shoal >= 0.9x Scrapy.
+off. CPU ms per item of the crawler process is reported too (Shoal's scheduling and dupefilter run
+in Redis, another process, so on a machine with a free core it is not the crawler's to spend).
+Prints a table and writes bench/results/items_vs_scrapy.json. Target: Shoal >= 0.9x Scrapy.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def plain_scrapy(port: int, out: str) -> None:
     _, catalogue = generate_catalogue(f"{HOST}:{port}", **CATALOGUE)
     times: list[float] = []
     skus: list[str] = []
+    cpu: list[float] = []
 
     class PlainShop(Spider):
         name = "plain-shop"
@@ -66,6 +69,9 @@ def plain_scrapy(port: int, out: str) -> None:
     def scraped(item: Any, **_: Any) -> None:
         times.append(time.time())
         skus.append(item.sku)
+        if len(times) == 1:
+            cpu.append(time.process_time())
+        cpu[1:] = [time.process_time()]
 
     process = CrawlerProcess({
         "CONCURRENT_REQUESTS": CONCURRENCY, "CONCURRENT_REQUESTS_PER_DOMAIN": CONCURRENCY, "ROBOTSTXT_OBEY": True,
@@ -77,7 +83,7 @@ def plain_scrapy(port: int, out: str) -> None:
     crawler.signals.connect(scraped, signal=signals.item_scraped)
     process.crawl(crawler)
     process.start()
-    Path(out).write_text(json.dumps({"times": times, "skus": skus}))
+    Path(out).write_text(json.dumps({"times": times, "skus": skus, "cpu": cpu[-1] - cpu[0]}))
 
 
 def run_plain(port: int, expected: set[str]) -> dict[str, Any]:
@@ -88,7 +94,8 @@ def run_plain(port: int, expected: set[str]) -> dict[str, Any]:
     assert sorted(result["skus"]) == sorted(expected), "plain Scrapy did not yield each valid product once"
     times = result["times"]
     seconds = times[-1] - times[0]
-    return {"items": len(times), "seconds": seconds, "items_per_s": (len(times) - 1) / seconds}
+    return {"items": len(times), "seconds": seconds, "items_per_s": (len(times) - 1) / seconds,
+            "cpu_ms_per_item": 1000 * result["cpu"] / (len(times) - 1)}  # fmt: skip
 
 
 def run_shoal(cluster: TestCluster, seed_url: str, expected: set[str], crawlid: str) -> dict[str, Any]:
@@ -99,21 +106,30 @@ def run_shoal(cluster: TestCluster, seed_url: str, expected: set[str], crawlid: 
     reader = TopicReader(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.topic("items"))
     reader.poll(0.5)
     seed(cluster, seed_url, crawlid=crawlid, spiderid="shop", maxdepth=100)
-    first = 0.0
+    first = cpu_start = 0.0
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         reader.poll(0.05)
         mine = [m for m in reader.messages if m["crawlid"] == crawlid]
         if mine and not first:
             first = time.time()
+            cpu_start = _cpu_seconds(crawler.pid)
         if len(mine) >= len(expected):
             break
     last = time.time()
+    cpu = _cpu_seconds(crawler.pid) - cpu_start
     crawler.stop()
     reader.close()
     skus = [m["item"]["sku"] for m in reader.messages if m["crawlid"] == crawlid]
     assert sorted(skus) == sorted(expected), "Shoal did not deliver each valid product once"
-    return {"items": len(skus), "seconds": last - first, "items_per_s": (len(skus) - 1) / (last - first)}
+    return {"items": len(skus), "seconds": last - first, "items_per_s": (len(skus) - 1) / (last - first),
+            "cpu_ms_per_item": 1000 * cpu / (len(skus) - 1)}  # fmt: skip
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of the crawler process (from /proc): its work per item, whatever else runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -138,7 +154,8 @@ def main() -> int:
     checks = {"shoal_ge_0.9x_scrapy": figures["ratio_shoal_vs_scrapy"] >= 0.9}
     print(f"\n{len(expected)} valid products of {len(catalogue.products)}, concurrency {CONCURRENCY}, throttle off")
     for name, row in (("plain Scrapy", plain), ("Shoal, 1 process", shoal)):
-        print(f"{name:<20}{row['items']:>7} items {row['seconds']:>8.2f} s {row['items_per_s']:>9.1f} items/s")
+        print(f"{name:<20}{row['items']:>7} items {row['seconds']:>8.2f} s {row['items_per_s']:>9.1f} items/s "
+              f"{row['cpu_ms_per_item']:>7.2f} CPU ms/item")  # fmt: skip
     print(f"Shoal / Scrapy: {figures['ratio_shoal_vs_scrapy']:.2f}x")
     print_checks(checks)
     print(f"written {write_result('items_vs_scrapy', figures, checks)}")

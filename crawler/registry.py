@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from scrapy import Spider
-from scrapy.utils.misc import walk_modules_iter
+from scrapy.utils import misc
 
 from crawler.spiders import SPIDERS
 from crawler.spiders.base import RedisSpider
@@ -81,7 +81,7 @@ class _Collector:
     def add_modules(self, module_name: str) -> None:
         origin = f"SPIDER_MODULES: {module_name}"
         try:
-            modules = list(walk_modules_iter(module_name))
+            modules = list(_walk_modules(module_name))
         except Exception as exc:
             self.problems.append(f"{origin}: cannot import: {last_line(exc)}")
             return
@@ -120,6 +120,12 @@ def spiders_command(settings: Settings, args: argparse.Namespace) -> int:
         spider = spiders[name]
         print(f"{name:<{width}}  {spider.path}  [{spider.origin}]")
     return 0
+
+
+def _walk_modules(path: str) -> Any:
+    """A module and its submodules (Scrapy's walk_modules; its iterator form where Scrapy has it)."""
+    walk = getattr(misc, "walk_modules_iter", None) or misc.walk_modules
+    return walk(path)
 
 
 def _module_spiders(module: ModuleType) -> list[type]:

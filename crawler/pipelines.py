@@ -2,8 +2,7 @@
 
 A dead-lettered request also goes to `<prefix>.dead_letter`; both sends are confirmed before the
 lease is settled, so a crash in between leaves the lease to the reaper instead of losing the page.
-Users' items (crawler.items) go to `<prefix>.items` once they passed the users' ITEM_PIPELINES; a
-page's lease then waits for its items too.
+A page whose items are still on their way (crawler.items) waits for them before its lease is settled.
 """
 
 from __future__ import annotations
@@ -18,12 +17,11 @@ import ujson
 from scrapy.crawler import Crawler
 from twisted.internet import defer, reactor
 
-from crawler.items import item_message, ledger_of
-from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT, ShoalMessage
+from crawler.items import ledger_of
+from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
 from crawler.page import timestamp
 from crawler.signals import lease_settled
 from utils.config.clients import kafka_producer
-from utils.config.errors import last_line
 from utils.config.log import PER_PAGE
 from utils.config.settings import Settings
 from utils.frontier import dead_letters
@@ -122,7 +120,6 @@ class KafkaPipeline:
         self.appid_topics = settings.get_bool("KAFKA_APPID_TOPICS")
         self.max_size = settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE")
         self.deliveries = Deliveries()
-        self.items_topic = settings.topic("items")
         self.ledger = ledger_of(crawler)
 
     @classmethod
@@ -145,12 +142,12 @@ class KafkaPipeline:
         _page_event("Scraped page", item, "emit")
         value = self._encode(item)
         key = (item.get("crawlid") or "").encode()
-        done = self._send(self.firehose, key, value)
+        done = self.send(self.firehose, key, value)
         more = []
         if self.appid_topics and item.get("appid"):
-            more.append(self._send(self.settings.topic(f"crawled_{item['appid']}"), key, value))
+            more.append(self.send(self.settings.topic(f"crawled_{item['appid']}"), key, value))
         if "dead_letter" in details:
-            more.append(self._send(self.dead_letter_topic, key, encode(details["dead_letter"])))
+            more.append(self.send(self.dead_letter_topic, key, encode(details["dead_letter"])))
         if more:  # the common page has one send: no DeferredList for it
             done = defer.gatherResults([done, *more], consumeErrors=True)
         done.addCallbacks(self._sent, self._not_sent, callbackArgs=(item, lease, outcome, details),
@@ -165,7 +162,8 @@ class KafkaPipeline:
         log.warning("Page too large for Kafka; sent without body", extra={"url": item["url"], "bytes": len(value)})
         return encode({**item, "body": None, "body_dropped": True, "body_bytes": len(value)})
 
-    def _send(self, topic: str, key: bytes, value: bytes) -> defer.Deferred[Any]:
+    def send(self, topic: str, key: bytes, value: bytes) -> defer.Deferred[Any]:
+        """One message; the Deferred fires when the broker confirms it (or gives up)."""
         d: defer.Deferred[Any] = defer.Deferred()
         future = self.producer.send(topic, key=key, value=value)
         future.add_callback(self.deliveries.delivered, d, topic)
@@ -208,7 +206,7 @@ class KafkaPipeline:
         attempts = int(lease.record.get("attempt", 0)) + 1
         letter = dead_letters.record(lease.record, error, None, attempts, "spider")
         key = str(lease.record.get("crawlid") or "").encode()
-        done = self._send(self.dead_letter_topic, key, encode(letter))
+        done = self.send(self.dead_letter_topic, key, encode(letter))
         done.addCallbacks(self._dead_lettered, self._dead_letter_not_sent, callbackArgs=(lease, letter),
                           errbackArgs=(lease,))  # fmt: skip
 
@@ -219,69 +217,3 @@ class KafkaPipeline:
     def _dead_letter_not_sent(self, failure: Any, lease: Any) -> None:
         log.error("Failed to send a dead letter to Kafka", extra={"error": str(failure.value)})
         lease_settled(self.crawler, lease, "release", {})
-
-    # --- users' items (Scrapy signals, connected for ShoalSpider subclasses) ----------------------------
-    def item_scraped(self, item: Any, response: Any, **_: Any) -> defer.Deferred[Any] | None:
-        """An item passed the users' pipelines: to `<prefix>.items`; the Deferred holds Scrapy's
-        item slot until Kafka confirms it."""
-        if type(item) is ShoalMessage:
-            return None
-        lease = _lease(response)
-        try:
-            message = item_message(item, response)
-            value = encode_item(message)
-        except Exception as exc:  # an item ujson cannot encode: the user's bug, dead-lettered
-            self._item_failed(lease, last_line(exc), message_url(response))
-            return None
-        if len(value) > self.max_size:
-            self._item_failed(lease, f"ItemTooLarge: {len(value)} bytes", message_url(response))
-            return None
-        key = (message.get("crawlid") or "").encode()
-        done = self._send(self.items_topic, key, value)
-        if self.appid_topics and message.get("appid"):
-            more = self._send(self.settings.topic(f"items_{message['appid']}"), key, value)
-            done = defer.gatherResults([done, more], consumeErrors=True)
-        done.addCallbacks(self._item_sent, self._item_not_sent, callbackArgs=(lease,), errbackArgs=(lease, message))
-        return done
-
-    def item_dropped(self, item: Any, response: Any, **_: Any) -> None:
-        """A user pipeline dropped the item (DropItem): nothing to wait for."""
-        lease = _lease(response)
-        if lease is not None and type(item) is not ShoalMessage:
-            self.ledger.done(lease.member)
-
-    def item_error(self, item: Any, response: Any, failure: Any, **_: Any) -> None:
-        """A user pipeline raised: the page is dead-lettered with the error's last line."""
-        if type(item) is not ShoalMessage:
-            self._item_failed(_lease(response), last_line(failure.value), message_url(response))
-
-    def _item_failed(self, lease: Any, error: str, url: str | None) -> None:
-        log.error("Item failed; its page is dead-lettered", extra={"url": url, "error": error})
-        if lease is not None:
-            self.ledger.fail(lease.member, error)
-            self.ledger.done(lease.member)
-
-    def _item_sent(self, _: Any, lease: Any) -> None:
-        if lease is not None:
-            self.ledger.done(lease.member)
-
-    def _item_not_sent(self, failure: Any, lease: Any, message: dict[str, Any]) -> None:
-        log.error("Failed to send an item to Kafka; its page will be crawled again",
-                  extra={"url": message["url"], "error": str(failure.value)})  # fmt: skip
-        if lease is not None:
-            self.ledger.done(lease.member, lost=True)
-
-
-def encode_item(message: dict[str, Any]) -> bytes:
-    """As `encode`, and values JSON has no type for (dates, Decimal subclasses, ...) as their text."""
-    return ujson.dumps(message, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False,
-                       default=str).encode()  # fmt: skip
-
-
-def _lease(response: Any) -> Any:
-    meta = getattr(response, "meta", None)
-    return meta.get(LEASE) if meta else None
-
-
-def message_url(response: Any) -> str | None:
-    return getattr(response, "url", None)

@@ -3,7 +3,7 @@ their ITEM_PIPELINES first.
 
 Shoal's page and outcome messages (`ShoalMessage`) are not items: a user's pipeline must never see
 or drop them. Users' items pass ITEM_PIPELINES (in their order) and are then sent to Kafka by the
-`item_scraped` handler, which has the response the item came from, hence its crawl and lease.
+`item_scraped` handler (crawler/item_sender.py), which has the response the item came from, hence its crawl and lease.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
+from crawler.item_sender import ItemSender
 from crawler.meta import ShoalMessage
 from crawler.pipelines import KafkaPipeline
 from crawler.spiders.shoal import ShoalSpider
@@ -23,15 +24,17 @@ from crawler.spiders.shoal import ShoalSpider
 
 class ShoalItemProcessor(ItemPipelineManager):
     kafka: KafkaPipeline
+    sender: ItemSender | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ShoalItemProcessor:
         manager = super().from_crawler(crawler)
         manager.kafka = KafkaPipeline.from_crawler(crawler)
         if crawler.spidercls is not None and issubclass(crawler.spidercls, ShoalSpider):
-            crawler.signals.connect(manager.kafka.item_scraped, signal=signals.item_scraped)
-            crawler.signals.connect(manager.kafka.item_dropped, signal=signals.item_dropped)
-            crawler.signals.connect(manager.kafka.item_error, signal=signals.item_error)
+            sender = manager.sender = ItemSender(manager.kafka)  # kept: signals hold weak references
+            crawler.signals.connect(sender.item_scraped, signal=signals.item_scraped)
+            crawler.signals.connect(sender.item_dropped, signal=signals.item_dropped)
+            crawler.signals.connect(sender.item_error, signal=signals.item_error)
         return manager
 
     async def process_item_async(self, item: Any) -> Any:

@@ -37,10 +37,11 @@ status:
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml examples/shop/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --no-deps -e examples/shop  # the example user spider, for its tests and bench
 	touch $@
 
 # Debian's packages, installed without starting their system services (policy-rc.d), so the

@@ -1,12 +1,20 @@
 """Wires Shoal into Scrapy: the Shoal settings object becomes Scrapy's components and settings.
 
 There is no hand-kept Scrapy settings.py: the runner passes Shoal's `Settings` as the Scrapy
-setting `SHOAL`, and this add-on derives everything Scrapy needs from it.
+setting `SHOAL`, and this add-on derives everything Scrapy needs from it. Users' own Scrapy
+settings (SCRAPY_SETTINGS_MODULE, then SCRAPY_SETTINGS) are merged on top: their pipelines and
+middlewares join Shoal's, but Shoal's components keep their places and Shoal's own settings are
+set through Shoal (a clear start-up error names the one a user tried to change).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
+
+from scrapy.settings import SETTINGS_PRIORITIES
+
+from utils.config.errors import ConfigError
 
 # Shoal settings handed to Scrapy under the same name.
 PASSED_THROUGH = (
@@ -20,42 +28,103 @@ PASSED_THROUGH = (
     "DNSCACHE_ENABLED",
 )
 
+# Shoal's components in Scrapy's component dicts; `None` switches a Scrapy default off for good.
+COMPONENTS: dict[str, dict[str, int | None]] = {
+    "ITEM_PIPELINES": {},  # Shoal's Kafka pipeline is the item processor's, after every user pipeline
+    "DOWNLOADER_MIDDLEWARES": {
+        "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,  # retries go through Redis
+        "crawler.downloader.RetryStatusMiddleware": 550,
+        "crawler.proxies.ProxyPoolMiddleware": 600,  # before HttpProxyMiddleware (750); bans before 550
+        "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+        "crawler.downloader.PerRequestCookiesMiddleware": 700,
+        "crawler.stats.StatusStatsMiddleware": 950,
+        "crawler.downloader.FetchTimeMiddleware": 990,  # the last before the network
+    },
+    "SPIDER_MIDDLEWARES": {
+        "crawler.spider_output.ItemLedgerMiddleware": 5,  # outermost: sees what reaches the scraper
+        "scrapy.spidermiddlewares.depth.DepthMiddleware": None,  # curdepth/maxdepth instead
+        "crawler.middlewares.MetaPassthroughMiddleware": 100,
+        "crawler.spider_output.FollowPolicyMiddleware": 110,  # before the passthrough fills depth in
+    },
+    "EXTENSIONS": {"scrapy.extensions.remote_control.RemoteControl": None},  # no open control port
+    "DOWNLOAD_HANDLERS": {},
+}
+
+# Scrapy settings Shoal decides; users change them through Shoal (or not at all).
+FIXED = {
+    "SCHEDULER": "crawler.scheduler.DistributedScheduler",
+    "ITEM_PROCESSOR": "crawler.processor.ShoalItemProcessor",
+    "HTTPERROR_ALLOW_ALL": True,  # every status becomes a page message
+}
+NOT_SETTABLE = {"SHOAL", "ADDONS", "SPIDER_MODULES", "SPIDER_LOADER_CLASS"}
+
 
 class ShoalAddon:
     """Scrapy add-on: scheduler, pipeline, middlewares and limits from Shoal's settings."""
 
     def update_settings(self, settings: Any) -> None:
         shoal = settings["SHOAL"]
-        settings.set("SCHEDULER", "crawler.scheduler.DistributedScheduler", "addon")
-        settings.set("ITEM_PIPELINES", {"crawler.pipelines.KafkaPipeline": 100}, "addon")
-        settings.set(
-            "DOWNLOADER_MIDDLEWARES",
-            {
-                "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,  # retries go through Redis
-                "crawler.downloader.RetryStatusMiddleware": 550,
-                "crawler.proxies.ProxyPoolMiddleware": 600,  # before HttpProxyMiddleware (750); bans before 550
-                "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
-                "crawler.downloader.PerRequestCookiesMiddleware": 700,
-                "crawler.stats.StatusStatsMiddleware": 950,
-                "crawler.downloader.FetchTimeMiddleware": 990,  # the last before the network
-            },
-            "addon",
-        )
-        settings.set(
-            "SPIDER_MIDDLEWARES",
-            {
-                "scrapy.spidermiddlewares.depth.DepthMiddleware": None,  # curdepth/maxdepth instead
-                "crawler.middlewares.MetaPassthroughMiddleware": 100,
-            },
-            "addon",
-        )
+        user = user_scrapy_settings(shoal)
+        # A spider's custom_settings (applied before add-ons, at a higher priority) obey the same rules.
+        for name, attribute in list(settings.attributes.items()):
+            if attribute.priority >= SETTINGS_PRIORITIES["spider"]:
+                value = attribute.value
+                value = value.copy_to_dict() if hasattr(value, "copy_to_dict") else value  # a component dict
+                user[name] = {**user.get(name, {}), **value} if name in COMPONENTS and isinstance(value, dict) \
+                    else value  # fmt: skip
+        check_user_settings(user)
+
+        def put(name: str, value: Any) -> None:  # wins over custom_settings too (checked above)
+            settings.set(name, value, max(SETTINGS_PRIORITIES["addon"], settings.getpriority(name) or 0))
+
+        for name, value in FIXED.items():
+            put(name, value)
+        for name, ours in COMPONENTS.items():
+            put(name, {**settings.getdict(name), **user.pop(name, {}), **ours})
         for name in PASSED_THROUGH:
-            settings.set(name, shoal[name], "addon")
-        settings.set("HTTPERROR_ALLOW_ALL", True, "addon")  # every status becomes a page message
-        settings.set("TELNETCONSOLE_ENABLED", False, "addon")
-        extensions = dict(settings.getdict("EXTENSIONS"))
-        extensions["scrapy.extensions.remote_control.RemoteControl"] = None  # no open control port
-        settings.set("EXTENSIONS", extensions, "addon")
-        settings.set("LOG_LEVEL", shoal["LOG_LEVEL"], "addon")
-        settings.set("LOGSTATS_INTERVAL", 60.0, "addon")
-        settings.set("REACTOR_THREADPOOL_MAXSIZE", 4, "addon")
+            put(name, shoal[name])
+        put("TELNETCONSOLE_ENABLED", False)
+        put("LOG_LEVEL", shoal["LOG_LEVEL"])
+        put("LOGSTATS_INTERVAL", 60.0)
+        put("REACTOR_THREADPOOL_MAXSIZE", 4)
+        for name, value in user.items():
+            put(name, value)
+
+
+def user_scrapy_settings(shoal: Any) -> dict[str, Any]:
+    """SCRAPY_SETTINGS_MODULE's UPPERCASE names, then SCRAPY_SETTINGS over them (component dicts merged)."""
+    merged: dict[str, Any] = {}
+    module_name = shoal.get_str("SCRAPY_SETTINGS_MODULE")
+    if module_name:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            raise ConfigError(f"SCRAPY_SETTINGS_MODULE: cannot import {module_name}: {exc!r}") from None
+        merged.update((k, v) for k, v in vars(module).items() if k.isupper())
+    for name, value in shoal.get_dict("SCRAPY_SETTINGS").items():
+        if name in COMPONENTS and isinstance(merged.get(name), dict) and isinstance(value, dict):
+            merged[name] = {**merged[name], **value}
+        else:
+            merged[name] = value
+    return merged
+
+
+def check_user_settings(user: dict[str, Any]) -> None:
+    """Every way the user's Scrapy settings would break Shoal, in one ConfigError."""
+    problems = []
+    for name, value in user.items():
+        if name in PASSED_THROUGH:
+            problems.append(f"{name} is a Shoal setting: set it as {name} (settings file, SHOAL_{name} or -s)")
+        elif name in FIXED or name in NOT_SETTABLE:
+            problems.append(f"{name} is Shoal's and cannot be set in SCRAPY_SETTINGS")
+        elif name in COMPONENTS:
+            if not isinstance(value, dict):
+                problems.append(f"{name} must be a dict of component path -> order")
+                continue
+            for path, order in value.items():
+                ours = COMPONENTS[name]
+                if path in ours and order != ours[path]:
+                    what = "switched off by Shoal" if ours[path] is None else f"Shoal's, at {ours[path]}"
+                    problems.append(f"{name}: {path} is {what}; it cannot be moved, switched on or off")
+    if problems:
+        raise ConfigError("SCRAPY_SETTINGS: " + "; ".join(problems))

@@ -16,6 +16,10 @@ from utils.frontier.fingerprint import fingerprint
 _COOKIE_PAIR = re.compile(r"([^=;\s][^=;]*)=([^;]*)")
 
 
+class UnstorableRequest(ValueError):
+    """A yielded request the frontier cannot store (its cb_kwargs are not JSON)."""
+
+
 def parse_cookie(cookie: str | dict[str, str] | None) -> dict[str, str]:
     """Scrapy Cluster's cookie string `k=v; k2=v2` as a dict (a dict is taken as it is)."""
     if not cookie:
@@ -47,6 +51,7 @@ def request_from_lease(lease: Lease, spider: Spider) -> Request:
         cookies=dict(parse_cookie(rec.get("cookie"))),  # type: ignore[arg-type]
         meta=meta,
         callback=callback,
+        cb_kwargs=rec.get("cb_kwargs") or {},
         errback=getattr(spider, "errback", None),
         dont_filter=True,  # the frontier's dupefilter already ran
     )
@@ -89,7 +94,13 @@ def new_request(
             record["body"] = request.body.decode("utf-8", "replace")
     if request.callback is not None and getattr(request.callback, "__name__", "parse") != "parse":
         record["callback"] = request.callback.__name__
+    if request.cb_kwargs:
+        record["cb_kwargs"] = request.cb_kwargs
     record = crawl_request.to_record(record)
+    try:
+        payload = crawl_request.encode(record)
+    except (TypeError, OverflowError) as exc:
+        raise UnstorableRequest(f"{request.url}: cb_kwargs must be JSON values ({exc})") from None
     if fp is None and not request.dont_filter:
         fp = fingerprint(request.url, request.method, request.body)
     return NewRequest(
@@ -98,7 +109,7 @@ def new_request(
         priority=int(record["priority"]),
         appid=str(record["appid"]),
         crawlid=str(record["crawlid"]),
-        payload=crawl_request.encode(record),
+        payload=payload,
         fingerprint=fp,
         max_pages=int(record.get("domain_max_pages") or 0),
         expires=int(record.get("expires") or 0),

@@ -12,6 +12,15 @@ SILENT = "shoal_silent"  # an item that settles a lease without sending a page (
 OUTCOME = "shoal_outcome"  # the progress counter the lease is settled under
 DETAILS = "shoal_details"  # what settling needs besides: the retry record, the dead-letter record
 
+
+
+class ShoalMessage(dict[str, Any]):
+    """A message of Shoal's own (page, failure, lease outcome): it goes straight to the Kafka
+    pipeline, never through users' ITEM_PIPELINES, which see only their spiders' items."""
+
+    __slots__ = ()
+
+
 # Crawl-level fields every child inherits. Scrapy Cluster passes every meta key; Shoal passes the
 # crawl's own fields only, so Scrapy's internal keys never reach Redis. `method`, `headers`, `body`
 # and `dont_filter` apply to seeds only (API.md).

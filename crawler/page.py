@@ -9,7 +9,7 @@ from typing import Any
 
 from scrapy.http import Headers, Request, Response, TextResponse
 
-from crawler.meta import LEASE
+from crawler.meta import LEASE, ShoalMessage
 
 
 def header_dict(headers: Headers) -> dict[str, list[str]]:
@@ -24,11 +24,11 @@ def status_message(status: int) -> str:
     return _PHRASES.get(status, "")
 
 
-def page_message(response: Response, base64_bodies: bool = False) -> dict[str, Any]:
+def page_message(response: Response, base64_bodies: bool = False) -> ShoalMessage:
     """Every field of the page message but `links` and `timestamp` (set by spider and pipeline)."""
     request = response.request
     meta = response.meta
-    message: dict[str, Any] = {
+    message = ShoalMessage({
         "url": request.url if request is not None else response.url,
         "response_url": response.url,
         "status_code": response.status,
@@ -38,14 +38,14 @@ def page_message(response: Response, base64_bodies: bool = False) -> dict[str, A
         "links": [],
         **identity(meta),
         "success": True,
-    }
+    })  # fmt: skip
     message.update(body_fields(response, base64_bodies))
     return message
 
 
-def failure_message(request: Request, error: str, status: int | None = None) -> dict[str, Any]:
+def failure_message(request: Request, error: str, status: int | None = None) -> ShoalMessage:
     """The page message of a request that finally failed: `success` false and the `exception`."""
-    return {
+    return ShoalMessage({
         "url": request.url,
         "response_url": request.url,
         "status_code": status,
@@ -58,7 +58,7 @@ def failure_message(request: Request, error: str, status: int | None = None) -> 
         **identity(request.meta),
         "success": False,
         "exception": error,
-    }
+    })  # fmt: skip
 
 
 def identity(meta: dict[str, Any]) -> dict[str, Any]:

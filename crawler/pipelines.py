@@ -2,6 +2,7 @@
 
 A dead-lettered request also goes to `<prefix>.dead_letter`; both sends are confirmed before the
 lease is settled, so a crash in between leaves the lease to the reaper instead of losing the page.
+A page whose items are still on their way (crawler.items) waits for them before its lease is settled.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import ujson
 from scrapy.crawler import Crawler
 from twisted.internet import defer, reactor
 
+from crawler.items import ledger_of
 from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
 from crawler.page import timestamp
 from crawler.signals import lease_settled
 from utils.config.clients import kafka_producer
 from utils.config.log import PER_PAGE
 from utils.config.settings import Settings
+from utils.frontier import dead_letters
 from utils.observability.metrics import record_dead_letter, record_produced, set_dependency_up
 
 log = logging.getLogger(__name__)
@@ -117,6 +120,7 @@ class KafkaPipeline:
         self.appid_topics = settings.get_bool("KAFKA_APPID_TOPICS")
         self.max_size = settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE")
         self.deliveries = Deliveries()
+        self.ledger = ledger_of(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> KafkaPipeline:
@@ -138,12 +142,12 @@ class KafkaPipeline:
         _page_event("Scraped page", item, "emit")
         value = self._encode(item)
         key = (item.get("crawlid") or "").encode()
-        done = self._send(self.firehose, key, value)
+        done = self.send(self.firehose, key, value)
         more = []
         if self.appid_topics and item.get("appid"):
-            more.append(self._send(self.settings.topic(f"crawled_{item['appid']}"), key, value))
+            more.append(self.send(self.settings.topic(f"crawled_{item['appid']}"), key, value))
         if "dead_letter" in details:
-            more.append(self._send(self.dead_letter_topic, key, encode(details["dead_letter"])))
+            more.append(self.send(self.dead_letter_topic, key, encode(details["dead_letter"])))
         if more:  # the common page has one send: no DeferredList for it
             done = defer.gatherResults([done, *more], consumeErrors=True)
         done.addCallbacks(self._sent, self._not_sent, callbackArgs=(item, lease, outcome, details),
@@ -158,7 +162,8 @@ class KafkaPipeline:
         log.warning("Page too large for Kafka; sent without body", extra={"url": item["url"], "bytes": len(value)})
         return encode({**item, "body": None, "body_dropped": True, "body_bytes": len(value)})
 
-    def _send(self, topic: str, key: bytes, value: bytes) -> defer.Deferred[Any]:
+    def send(self, topic: str, key: bytes, value: bytes) -> defer.Deferred[Any]:
+        """One message; the Deferred fires when the broker confirms it (or gives up)."""
         d: defer.Deferred[Any] = defer.Deferred()
         future = self.producer.send(topic, key=key, value=value)
         future.add_callback(self.deliveries.delivered, d, topic)
@@ -179,5 +184,36 @@ class KafkaPipeline:
         return item
 
     def _settle(self, lease: Any, outcome: str, details: dict[str, Any]) -> None:
-        if lease is not None:
+        if lease is None:
+            return
+        if lease.member not in self.ledger.pages:  # no items, no user error: the common page
             lease_settled(self.crawler, lease, outcome, details)
+        elif outcome == "release":
+            self.ledger.forget(lease.member)  # crawled again: its items will be sent again
+            lease_settled(self.crawler, lease, outcome, details)
+        else:
+            self.ledger.when_done(lease.member, lambda error, lost: self._finish(lease, outcome, details, error, lost))
+
+    def _finish(self, lease: Any, outcome: str, details: dict[str, Any], error: str | None, lost: bool) -> None:
+        """Every item of the page is settled: ack it, crawl it again (an item was not sent), or
+        dead-letter it (user code failed on it) once the dead letter is on Kafka."""
+        if lost:
+            lease_settled(self.crawler, lease, "release", {})
+            return
+        if error is None or "dead_letter" in details:
+            lease_settled(self.crawler, lease, outcome, details)
+            return
+        attempts = int(lease.record.get("attempt", 0)) + 1
+        letter = dead_letters.record(lease.record, error, None, attempts, "spider")
+        key = str(lease.record.get("crawlid") or "").encode()
+        done = self.send(self.dead_letter_topic, key, encode(letter))
+        done.addCallbacks(self._dead_lettered, self._dead_letter_not_sent, callbackArgs=(lease, letter),
+                          errbackArgs=(lease,))  # fmt: skip
+
+    def _dead_lettered(self, _: Any, lease: Any, letter: dict[str, Any]) -> None:
+        record_dead_letter(dead_letter_reason(letter))
+        lease_settled(self.crawler, lease, "dead", {"dead_letter": letter})
+
+    def _dead_letter_not_sent(self, failure: Any, lease: Any) -> None:
+        log.error("Failed to send a dead letter to Kafka", extra={"error": str(failure.value)})
+        lease_settled(self.crawler, lease, "release", {})

@@ -6,7 +6,7 @@ import logging
 
 from scrapy.crawler import CrawlerProcess
 
-from crawler.spiders import SPIDERS
+from crawler.registry import SpiderRegistryError, spider_class
 from utils.config.settings import Settings
 
 
@@ -17,10 +17,12 @@ def scrapy_settings(settings: Settings) -> dict[str, object]:
 
 def run(settings: Settings, spider: str = "link") -> None:
     """Crawl until SIGTERM/SIGINT (a second signal forces the stop)."""
-    if spider not in SPIDERS:
-        raise SystemExit(f"unknown spider {spider!r}; known: {', '.join(sorted(SPIDERS))}")
+    try:
+        cls = spider_class(settings, spider)
+    except SpiderRegistryError as exc:
+        raise SystemExit(f"shoal crawl: {exc}") from None
     process = CrawlerProcess(scrapy_settings(settings))
     # Scrapy's default logging config puts its own loggers at DEBUG; Shoal's LOG_LEVEL rules.
     logging.getLogger("scrapy").setLevel(settings.get_str("LOG_LEVEL").upper())
-    process.crawl(SPIDERS[spider])
+    process.crawl(cls)
     process.start()

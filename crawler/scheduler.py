@@ -22,7 +22,7 @@ from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from twisted.internet import reactor, task
 
-from crawler.conversion import child_key, new_request, request_from_lease
+from crawler.conversion import UnstorableRequest, child_key, new_request, request_from_lease
 from crawler.dupes import RecentFingerprints
 from crawler.fetch import Fetch
 from crawler.leases import LeaseBook
@@ -147,7 +147,11 @@ class DistributedScheduler:
         if key is not None and key in self.book.recent:
             self.book.count_duplicate(key)  # Redis already holds it: no record, no payload, no Lua
             return True  # accounted for (as Redis' duplicates are); False would cost a signal per link
-        entry = new_request(request, self.spider, drop, key[3] if key else None)
+        try:
+            entry = new_request(request, self.spider, drop, key[3] if key else None)
+        except UnstorableRequest as exc:
+            log.error("Dropped a request the frontier cannot store", extra={"url": request.url, "error": str(exc)})
+            return False
         if entry is None:
             log.warning("Dropped a request without a host", extra={"url": request.url})
             return False

@@ -50,7 +50,7 @@ from utils.observability.metrics import (
 
 log = logging.getLogger(__name__)
 
-TOPICS = ("outbound_firehose", "dead_letter", "crawled_firehose")  # created with incoming when missing
+TOPICS = ("outbound_firehose", "dead_letter", "crawled_firehose", "items")  # created with incoming when missing
 KAFKA_BACKOFF = 1.0  # seconds before a batch that failed on Kafka is read again
 LAG_EVERY = 1.0  # seconds between consumer-lag updates (a position lookup per partition)
 KINDS = {"ScraperHandler": "crawl", "ActionHandler": "action", "StatsHandler": "stats",

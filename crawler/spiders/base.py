@@ -12,7 +12,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
+from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT, ShoalMessage
 from crawler.page import failure_message, page_message
 from crawler.retry import RetryPolicy
 from utils.frontier import dead_letters
@@ -44,12 +44,12 @@ class RedisSpider(Spider):
         """KAFKA_BASE_64_ENCODE, read once instead of once a page."""
         return bool(self.settings["SHOAL"].get_bool("KAFKA_BASE_64_ENCODE"))
 
-    def page(self, response: Response) -> dict[str, Any]:
+    def page(self, response: Response) -> ShoalMessage:
         item = page_message(response, self.base64_bodies)
         item[LEASE] = response.meta.get(LEASE)
         return item
 
-    def errback(self, failure: Failure) -> Iterator[dict[str, Any]]:
+    def errback(self, failure: Failure) -> Iterator[ShoalMessage]:
         """A failed try: retried through Redis, dead-lettered with a `success: false` page, or dropped."""
         request = failure.request  # type: ignore[attr-defined]
         lease = request.meta.get(LEASE)
@@ -60,7 +60,8 @@ class RedisSpider(Spider):
             if decision.outcome == "retry" and lease is not None:
                 details = {"record": self.retry_policy.next_record(lease.record), "delay": decision.delay,
                            "pause": decision.pause}  # fmt: skip
-            yield {LEASE: lease, SILENT: True, OUTCOME: decision.outcome, DETAILS: details, "url": request.url}
+            yield ShoalMessage({LEASE: lease, SILENT: True, OUTCOME: decision.outcome, DETAILS: details,
+                                "url": request.url})  # fmt: skip
             return
         item = failure_message(request, decision.error, decision.status)
         item[LEASE] = lease

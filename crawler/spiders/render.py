@@ -22,7 +22,10 @@ class RenderSpider(LinkSpider):
     @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
-        pages = settings["SHOAL"].get_int("RENDER_MAX_PAGES")
+        shoal = settings["SHOAL"]
+        pages = shoal.get_int("RENDER_MAX_PAGES")
         settings.set("DOWNLOAD_HANDLERS", {"http": HANDLER, "https": HANDLER}, "spider")
-        settings.set("CONCURRENT_REQUESTS", pages, "spider")
-        settings.set("CONCURRENT_REQUESTS_PER_DOMAIN", pages, "spider")
+        # The add-on hands Shoal's CONCURRENT_REQUESTS to Scrapy (a spider may not set it): the
+        # render spider's concurrency is its open-page limit, so it changes Shoal's own value.
+        changed = shoal.copy_with(CONCURRENT_REQUESTS=pages, CONCURRENT_REQUESTS_PER_DOMAIN=pages)
+        settings.set("SHOAL", changed, settings.getpriority("SHOAL") or "project")

@@ -202,3 +202,24 @@ def test_bad_shapes_rejected(hosts: int, pages: int, octet: int) -> None:
     """Impossible shapes fail loudly instead of producing a half site."""
     with pytest.raises(ValueError, match="bad site shape"):
         generate_site(hosts=hosts, pages_per_host=pages, base_ip_octet=octet)
+
+
+def test_the_catalogue_has_pagination_twice_listed_incomplete_and_comma_priced_products() -> None:
+    from utils.demosite import generate_catalogue
+
+    site, catalogue = generate_catalogue("127.18.0.1:8190", products=120, per_page=12, comma_prices=2)
+    again, _ = generate_catalogue("127.18.0.1:8190", products=120, per_page=12, comma_prices=2)
+    assert {u: p.body for u, p in site.pages.items()} == {u: p.body for u, p in again.pages.items()}
+    assert catalogue.listing_pages == 10
+    listed = [link for url, page in site.pages.items() if "/shop/product/" not in url for link in page.links
+              if "/shop/product/" in link]  # fmt: skip
+    assert set(listed) == {catalogue.url(p.path) for p in catalogue.products}  # every product is listed
+    assert len(listed) == 120 + 9  # one product of each listing page but the first is listed twice
+    incomplete = [p for p in catalogue.products if not p.complete]
+    assert 0 < len(incomplete) < 30
+    comma = [p for p in catalogue.products if p.comma_price]
+    assert len(comma) == 2
+    body = site.pages[catalogue.url(comma[0].path)].body.decode()
+    assert f'data-currency="{comma[0].currency}">{comma[0].price:,.2f}'.replace(",", "#").replace(".", ",") \
+        .replace("#", ".") in body  # fmt: skip
+    assert len(catalogue.valid()) == 120 - len(incomplete) - len([p for p in comma if p.complete])

@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     # name: (dotted "module:function", help)
     "kafka-monitor": ("kafka_monitor.main:main", "run a kafka monitor: incoming topic -> Redis"),
     "crawl": ("crawler.main:main", "run a crawler process (one spider)"),
+    "spiders": ("crawler.registry:spiders_command", "list the spiders a crawler can run, and where each comes from"),
+    "new-spider": ("utils.cli.new_spider:new_spider_command", "write a working skeleton of a user spider"),
     "redis-monitor": ("redis_monitor.main:main", "run a redis monitor: actions, stats, expiry, reaper"),
     "rest": ("rest.main:main", "run the REST gateway"),
     "feed": ("utils.cli.kafka_tools:feed_command", "send request(s) to the incoming topic"),
@@ -70,7 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     if name == "crawl":
-        p.add_argument("--spider", default="link", help="spider name (link, wandering, render)")
+        p.add_argument("--spider", default="link", help="spider name (see `shoal spiders`)")
+    if name == "new-spider":
+        p.add_argument("name", help="spider name: lowercase letters, digits and _")
+        p.add_argument("--dir", default=".", help="directory to write <name>.py into")
     if name in ("kafka-monitor", "redis-monitor"):
         p.add_argument("--burst", action="store_true", help="process what is there, then exit")
     if name == "feed":
@@ -90,6 +95,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     if name == "up":
         p.add_argument("--crawlers", type=int, default=1, help="crawler processes on this node")
         p.add_argument("--renderers", type=int, default=0, help="render spiders (headless Chromium) on this node")
+        p.add_argument("--spider", default="link", help="the spider the crawlers run (see `shoal spiders`)")
         p.add_argument("--services", default=None, help="local services: kafka,redis,zookeeper | none")
         p.add_argument("--node", default="default", help="node name (its own run directory)")
     if name in ("down", "status"):

@@ -96,6 +96,9 @@ RETRY_BACKOFF_BASE = 1.0  # seconds; delay before the first retry, doubled for e
 RETRY_BACKOFF_MAX = 60.0  # seconds; longest delay between two tries of a request
 RETRY_PRIORITY_ADJUST = -10  # priority; added to a request's priority for each retry (Scrapy Cluster)
 STATS_RESPONSE_CODES: list[int] = []  # HTTP statuses counted per spider in stats; empty = every status
+SPIDER_MODULES: list[str] = []  # list of module paths; modules (and their submodules) holding user spiders
+SCRAPY_SETTINGS: dict[str, object] = {}  # dict; Scrapy settings merged into the crawler's (pipelines, middlewares, ...)
+SCRAPY_SETTINGS_MODULE = ""  # module path; a Scrapy settings module merged before SCRAPY_SETTINGS; empty = none
 
 # --- Rendering (the `render` spider: pages loaded in headless Chromium) ------------------------
 RENDER_BROWSER_PATH = "/usr/bin/chromium"  # path; the Chromium the render spider drives (Debian's package)

@@ -6,6 +6,8 @@ to answer, dead-letter and go on (the input is wrong).
 
 from __future__ import annotations
 
+import traceback
+
 
 class ShoalError(Exception):
     """Base of every Shoal error."""
@@ -34,3 +36,9 @@ class ServiceUnavailable(ShoalError):
     """Redis, Kafka or ZooKeeper did not answer; the work is kept and retried."""
 
     retriable = True
+
+
+def last_line(exc: BaseException) -> str:
+    """An exception as the last line of its traceback (`KeyError: 'price'`): short enough for a
+    dead letter or a start-up error, and still says what and where it was."""
+    return traceback.format_exception_only(exc)[-1].strip()

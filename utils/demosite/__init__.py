@@ -6,6 +6,7 @@ May import: `utils.config`.
 
 from __future__ import annotations
 
+from utils.demosite.catalogue import Catalogue, Product, generate_catalogue
 from utils.demosite.generator import DISALLOWED_PREFIX, PDF_PATH, Page, Site, generate_site
 from utils.demosite.scripted import add_scripted_pages, scripted_seeds, scripted_urls
 from utils.demosite.server import SiteServer
@@ -13,10 +14,13 @@ from utils.demosite.server import SiteServer
 __all__ = [
     "DISALLOWED_PREFIX",
     "PDF_PATH",
+    "Catalogue",
     "Page",
+    "Product",
     "Site",
     "SiteServer",
     "add_scripted_pages",
+    "generate_catalogue",
     "generate_site",
     "scripted_seeds",
     "scripted_urls",

@@ -12,6 +12,7 @@ import json
 import signal
 from pathlib import Path
 
+from utils.demosite.catalogue import SHOP_HOST, generate_catalogue, with_catalogue
 from utils.demosite.generator import Site, generate_site
 from utils.demosite.server import SiteServer
 
@@ -27,6 +28,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--crawl-delay", type=float, default=None, help="Crawl-delay in robots.txt, seconds")
     parser.add_argument("--delay", type=float, default=0.0, help="added latency per response, seconds")
     parser.add_argument("--access-log", type=Path, default=None, help="append one line per request here")
+    parser.add_argument("--shop", type=int, default=0, metavar="PRODUCTS",
+                        help="also serve a product catalogue of this many products on 127.18.0.1")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -67,6 +70,10 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         crawl_delay=args.crawl_delay,
     )
+    if args.shop:
+        shop, catalogue = generate_catalogue(f"{SHOP_HOST}:{args.port}", products=args.shop, seed=args.seed)
+        site = with_catalogue(site, shop)
+        print(json.dumps({"shop_seed_url": catalogue.seed_url, "valid_products": len(catalogue.valid())}), flush=True)
     asyncio.run(serve(SiteServer(site, delay=args.delay, access_log=args.access_log)))
 
 

@@ -107,6 +107,7 @@ def render_config(
     python: str = sys.executable,
     template: Path = TEMPLATE_PATH,
     renderers: int = 0,
+    spider: str = "link",
 ) -> str:
     """The node's supervisord.conf text; KeyError if the template uses an unknown placeholder.
 
@@ -122,6 +123,7 @@ def render_config(
         "node": _path(layout.node),
         "run_dir": _path(layout.run_dir),
         "crawlers": str(max(crawlers, 1)),  # supervisord needs numprocs >= 1
+        "spider": _path(spider),
         "crawler_autostart": "true" if crawlers > 0 else "false",
         "renderers": str(max(renderers, 1)),
         "renderer_autostart": "true" if renderers > 0 else "false",

@@ -54,7 +54,8 @@ def prepare(settings: Settings, args: argparse.Namespace, layout: NodeLayout) ->
     _check_ports(layout)
     environment = child_environment(settings, args, layout, os.environ)
     renderers = getattr(args, "renderers", 0)
-    write_config(layout, render_config(layout, args.crawlers, environment, renderers=renderers))
+    spider = getattr(args, "spider", "link")
+    write_config(layout, render_config(layout, args.crawlers, environment, renderers=renderers, spider=spider))
     state = {**layout.to_json(), "crawlers": args.crawlers, "renderers": renderers}
     layout.state_path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 

@@ -1,0 +1,169 @@
+"""Items per second: the example `shop` spider on Shoal vs the same spider in plain Scrapy (issue 18 item 5).
+
+`.venv/bin/python -m bench.items_vs_scrapy` serves a 4,000-product catalogue (listing pages of 50
+with pagination, some products listed twice, some missing a field) from its own process on
+127.18.0.2, and crawls it in one run, interleaved BENCH_ROUNDS (2) times, best of each:
+  1. plain Scrapy: the shop spider's own callbacks on a plain `scrapy.Spider`, with the example's
+     validating pipeline, Scrapy's scheduler and dupefilter, one process;
+  2. one `shoal crawl --spider shop` process: Redis frontier, items through the same pipeline to
+     `<prefix>.items`, each page's lease acked once its items are confirmed by the broker.
+Items/s is counted between the first and the last valid item (process start-up excluded): for
+Scrapy at `item_scraped`, for Shoal as they arrive on the items topic. Same concurrency, throttle
+off. CPU ms per item of the crawler process is reported too (Shoal's scheduling and dupefilter run
+in Redis, another process, so on a machine with a free core it is not the crawler's to spend).
+Prints a table and writes bench/results/items_vs_scrapy.json. Target: Shoal >= 0.9x Scrapy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import bench_cluster, print_checks, write_result
+from tests.support.cluster import TestCluster
+from tests.support.kafka import TopicReader
+from tests.support.services import wait_until
+from utils.demosite import SiteServer, generate_catalogue
+from utils.services import free_port
+from utils.services.process import port_in_use
+
+HOST = "127.18.0.2"  # issue 18's loopback range
+CATALOGUE = {"products": 4000, "per_page": 50, "seed": 23, "comma_prices": 0}
+CONCURRENCY = 16
+SHOAL = {"QUEUE_HITS": 0, "CONCURRENT_REQUESTS": CONCURRENCY, "CONCURRENT_REQUESTS_PER_DOMAIN": CONCURRENCY,
+         "ZOOKEEPER_ENABLED": "false", "SCHEDULER_IDLE_POLL": 0.05, "SCHEDULER_FLUSH_INTERVAL": 0.05}  # fmt: skip
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
+
+
+def serve(port: int) -> None:
+    """The catalogue's own process, so its CPU is not shared with a crawler through the GIL."""
+    site, _ = generate_catalogue(f"{HOST}:{port}", **CATALOGUE)
+    asyncio.run(SiteServer(site).serve_forever())
+
+
+def plain_scrapy(port: int, out: str) -> None:
+    """Run in a subprocess: the shop spider's callbacks in plain Scrapy; writes the item times."""
+    from scrapy import Spider, signals
+    from scrapy.crawler import CrawlerProcess
+    from shoal_shop.spiders import ShopSpider
+
+    _, catalogue = generate_catalogue(f"{HOST}:{port}", **CATALOGUE)
+    times: list[float] = []
+    skus: list[str] = []
+    cpu: list[float] = []
+
+    class PlainShop(Spider):
+        name = "plain-shop"
+        start_urls = [catalogue.seed_url]
+        parse = ShopSpider.parse
+        parse_product = ShopSpider.parse_product
+
+    def scraped(item: Any, **_: Any) -> None:
+        times.append(time.time())
+        skus.append(item.sku)
+        if len(times) == 1:
+            cpu.append(time.process_time())
+        cpu[1:] = [time.process_time()]
+
+    process = CrawlerProcess({
+        "CONCURRENT_REQUESTS": CONCURRENCY, "CONCURRENT_REQUESTS_PER_DOMAIN": CONCURRENCY, "ROBOTSTXT_OBEY": True,
+        "HTTPERROR_ALLOW_ALL": True, "LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, "DOWNLOAD_TIMEOUT": 10,
+        "USER_AGENT": "Shoal/0.1 (+https://github.com/shoal-crawler/shoal)", "REACTOR_THREADPOOL_MAXSIZE": 4,
+        "ITEM_PIPELINES": {"shoal_shop.pipelines.ValidateProduct": 300},
+    })  # fmt: skip
+    crawler = process.create_crawler(PlainShop)
+    crawler.signals.connect(scraped, signal=signals.item_scraped)
+    process.crawl(crawler)
+    process.start()
+    Path(out).write_text(json.dumps({"times": times, "skus": skus, "cpu": cpu[-1] - cpu[0]}))
+
+
+def run_plain(port: int, expected: set[str]) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([sys.executable, "-m", "bench.items_vs_scrapy", "--plain-scrapy", str(port), out.name],
+                       check=True)  # fmt: skip
+        result = json.loads(Path(out.name).read_text())
+    assert sorted(result["skus"]) == sorted(expected), "plain Scrapy did not yield each valid product once"
+    times = result["times"]
+    seconds = times[-1] - times[0]
+    return {"items": len(times), "seconds": seconds, "items_per_s": (len(times) - 1) / seconds,
+            "cpu_ms_per_item": 1000 * result["cpu"] / (len(times) - 1)}  # fmt: skip
+
+
+def run_shoal(cluster: TestCluster, seed_url: str, expected: set[str], crawlid: str) -> dict[str, Any]:
+    from tests.e2e.test_crawler_helpers import seed
+
+    crawler = cluster.start("crawl", "--spider", "shop", name=crawlid)
+    wait_until(lambda: "Scheduler opened" in crawler.log_path.read_text(), timeout=60)
+    reader = TopicReader(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.topic("items"))
+    reader.poll(0.5)
+    seed(cluster, seed_url, crawlid=crawlid, spiderid="shop", maxdepth=100)
+    first = cpu_start = 0.0
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        reader.poll(0.05)
+        mine = [m for m in reader.messages if m["crawlid"] == crawlid]
+        if mine and not first:
+            first = time.time()
+            cpu_start = _cpu_seconds(crawler.pid)
+        if len(mine) >= len(expected):
+            break
+    last = time.time()
+    cpu = _cpu_seconds(crawler.pid) - cpu_start
+    crawler.stop()
+    reader.close()
+    skus = [m["item"]["sku"] for m in reader.messages if m["crawlid"] == crawlid]
+    assert sorted(skus) == sorted(expected), "Shoal did not deliver each valid product once"
+    return {"items": len(skus), "seconds": last - first, "items_per_s": (len(skus) - 1) / (last - first),
+            "cpu_ms_per_item": 1000 * cpu / (len(skus) - 1)}  # fmt: skip
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of the crawler process (from /proc): its work per item, whatever else runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> int:
+    port = free_port()
+    server = multiprocessing.Process(target=serve, args=(port,), daemon=True)
+    server.start()
+    _, catalogue = generate_catalogue(f"{HOST}:{port}", **CATALOGUE)
+    expected = {p.sku for p in catalogue.valid()}
+    wait_until(lambda: port_in_use(HOST, port), timeout=60)
+    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "shoal": []}
+    try:
+        with bench_cluster(**SHOAL) as cluster:
+            for round_ in range(ROUNDS):  # interleaved, best of each: other load comes and goes
+                runs["plain"].append(run_plain(port, expected))
+                runs["shoal"].append(run_shoal(cluster, catalogue.seed_url, expected, f"shop{round_}"))
+    finally:
+        server.terminate()
+    plain, shoal = (max(runs[k], key=lambda r: r["items_per_s"]) for k in ("plain", "shoal"))
+    figures = {"products": len(catalogue.products), "valid_items": len(expected), "concurrency": CONCURRENCY,
+               "rounds": ROUNDS, "plain_scrapy": plain, "shoal_1_process": shoal,
+               "ratio_shoal_vs_scrapy": shoal["items_per_s"] / plain["items_per_s"]}  # fmt: skip
+    checks = {"shoal_ge_0.9x_scrapy": figures["ratio_shoal_vs_scrapy"] >= 0.9}
+    print(f"\n{len(expected)} valid products of {len(catalogue.products)}, concurrency {CONCURRENCY}, throttle off")
+    for name, row in (("plain Scrapy", plain), ("Shoal, 1 process", shoal)):
+        print(f"{name:<20}{row['items']:>7} items {row['seconds']:>8.2f} s {row['items_per_s']:>9.1f} items/s "
+              f"{row['cpu_ms_per_item']:>7.2f} CPU ms/item")  # fmt: skip
+    print(f"Shoal / Scrapy: {figures['ratio_shoal_vs_scrapy']:.2f}x")
+    print_checks(checks)
+    print(f"written {write_result('items_vs_scrapy', figures, checks)}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--plain-scrapy":
+        plain_scrapy(int(sys.argv[2]), sys.argv[3])
+        sys.exit(0)
+    sys.exit(main())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,9 @@ from scrapy.link import Link
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
 from crawler.spiders.base import RedisSpider
+from utils.observability.metrics import record_dropped
+
+log = logging.getLogger(__name__)
 
 _EXTRACTORS: dict[tuple[Any, ...], LinkExtractor] = {}  # one compiled extractor per crawl's filters
 
@@ -36,11 +40,18 @@ def link_extractor(meta: dict[str, Any]) -> LinkExtractor:
     return extractor
 
 
-def page_links(response: Response) -> list[Link]:
-    """The links a page's crawl follows (none from non-text responses)."""
+def page_links(response: Response, limit: int = 0) -> list[Link]:
+    """The links a page's crawl follows (none from non-text responses), at most `limit` (0 = all);
+    links past the limit are counted under `links_capped` (a page of a million links must not
+    become a million requests)."""
     if not isinstance(response, TextResponse):
         return []
-    return link_extractor(response.meta).extract_links(response)
+    links = link_extractor(response.meta).extract_links(response)
+    if limit and len(links) > limit:
+        record_dropped(str(response.meta.get("spiderid") or ""), "links_capped", len(links) - limit)
+        log.warning("Links capped", extra={"url": response.url[:200], "links": len(links), "kept": limit})
+        del links[limit:]
+    return links
 
 
 class LinkSpider(RedisSpider):
@@ -52,7 +63,7 @@ class LinkSpider(RedisSpider):
         curdepth = int(meta.get("curdepth", 0))
         if curdepth < int(meta.get("maxdepth", 0)):
             priority = int(meta.get("priority", 1)) - 10
-            for link in page_links(response):
+            for link in page_links(response, self.links_max):
                 item["links"].append({"url": link.url, "text": link.text.strip()})
                 yield Request(link.url, callback=self.parse, meta={"curdepth": curdepth + 1, "priority": priority})
         yield item

@@ -185,6 +185,8 @@ REST_SAMPLE_INTERVAL = 2.0  # seconds; how often the gateway samples live crawls
 REST_RATE_WINDOW = 30.0  # seconds; pages/s and ETA are averaged over this window
 REST_CHART_SECONDS = 600  # seconds; history of the dashboard's pages/s chart
 REST_STREAM_INTERVAL = 1.0  # seconds; most time between two progress events of a crawl's event stream
+REST_MAX_BODY_BYTES = 1024 * 1024  # bytes; larger request bodies are answered 413; 0 = unlimited
+REST_JSON_MAX_DEPTH = 32  # levels; a JSON body nested deeper is answered 400; 0 = unchecked
 REST_ACCESS_LOG = False  # bool; log every HTTP request (Scrapy Cluster's FLASK_LOGGING_ENABLED)
 
 # --- Logging -----------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import pytest
 
 from rest import limits
 from tests.integration.test_rest_helpers import client_of, envelope_error, gateway_cluster, success_data
-from tests.support.cluster import TestCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

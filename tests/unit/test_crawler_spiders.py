@@ -148,7 +148,8 @@ def test_a_binary_body_is_sent_base64() -> None:
 
 
 def test_a_page_of_many_links_is_parsed_only_up_to_the_cap() -> None:
-    html = "<html><body>" + "".join(f'<A href="/p{i}">{i}</A><area href="/m{i}">' for i in range(500)) + "</body></html>"
+    anchors = "".join(f'<A href="/p{i}">{i}</A><area href="/m{i}">' for i in range(500))
+    html = f"<html><body>{anchors}</body></html>"
     response = HtmlResponse("http://capped.test/", body=html.encode(), request=Request("http://capped.test/"))
     kept = page_links(response, limit=30)
     assert [link.url for link in kept] == [f"http://capped.test/{k}{i}" for i in range(15) for k in "pm"]

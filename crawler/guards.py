@@ -1,23 +1,27 @@
 """Downloader and spider middlewares that keep hostile sites and hostile requests in bounds.
 
 The address policy (utils/config/address_policy.py) is checked on every request the downloader sees
-(seeds, found links, redirect targets, robots.txt) and again on the address each response actually
-came from, so DNS that answers with an internal address is refused too. A refused request is never
-handed to the download handler; a response from a refused address is dropped before any spider or
-pipeline sees it. Both end as `dropped_address` in the crawl's progress.
+(seeds, found links, redirect targets, robots.txt), on every address a host name resolves to (no
+connection is made to a refused one), and again on the address each response actually came from, so
+DNS that answers with an internal address is refused too. A refused request is never handed to the
+download handler; a response from a refused address is dropped before any spider or pipeline sees
+it. All end as `dropped_address` in the crawl's progress.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from scrapy import Request
 from scrapy.crawler import Crawler
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import CannotResolveHostError, IgnoreRequest
 from scrapy.http import Response
+from scrapy.resolver import CachingThreadedResolver
+from twisted.internet.defer import Deferred
+from twisted.internet.error import DNSLookupError
 
 from utils.config.address_policy import AddressPolicy
 from utils.observability.metrics import record_dropped
@@ -42,6 +46,35 @@ def _refused(request: Request, reason: str) -> AddressRefused:
     return AddressRefused(reason, request.url)
 
 
+REFUSED_NAMES: dict[str, str] = {}  # host name -> the refused address it resolved to (this process)
+
+
+class PolicyResolver(CachingThreadedResolver):
+    """Scrapy's DNS resolver that refuses a host name whose address the policy denies, before any
+    connection is made (the response check below still catches what this cannot see)."""
+
+    policy: AddressPolicy
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, reactor: Any) -> Self:
+        resolver = super().from_crawler(crawler, reactor)
+        resolver.policy = AddressPolicy.from_settings(crawler.settings["SHOAL"])
+        return resolver
+
+    def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:  # noqa: N802 - Twisted's name
+        return super().getHostByName(name, timeout).addCallback(self._checked, name)
+
+    def _checked(self, address: str, name: str) -> str:
+        reason = self.policy.address_refusal(address)
+        if reason:
+            if len(REFUSED_NAMES) > 10_000:
+                REFUSED_NAMES.clear()
+            REFUSED_NAMES[name] = address
+            # Twisted turns any resolver error into "no results"; the middleware names the reason
+            raise DNSLookupError(f"refused by the address policy: {name} ({address})")
+        return address
+
+
 class AddressPolicyMiddleware:
     """Downloader middleware: refuse before the fetch by URL, after it by the connected address."""
 
@@ -60,6 +93,11 @@ class AddressPolicyMiddleware:
             raise _refused(request, reason)
         if self.robots_maxsize and request.meta.get("dont_obey_robotstxt") and _is_robots(request.url):
             request.meta.setdefault("download_maxsize", self.robots_maxsize)
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        """A lookup the resolver refused arrives as CannotResolveHostError: counted as refused, not retried."""
+        if isinstance(exception, CannotResolveHostError) and urlsplit(request.url).hostname in REFUSED_NAMES:
+            raise _refused(request, "address")
 
     def process_response(self, request: Request, response: Response) -> Response:
         address = response.ip_address

@@ -98,4 +98,4 @@ def test_the_address_policy_refuses_redirect_targets_and_connected_addresses_and
         assert counts.get("dropped_address") == 1 and not counts.get("crawled"), (crawlid, counts)  # noqa: PT018
     pages = firehose.wait_for(lambda got: any(p["crawlid"] == "allowed" for p in got), timeout=30)
     assert {p["crawlid"] for p in pages} == {"allowed"}  # nothing from a refused address reached the firehose
-    assert local.of("/by-name")  # fetched before its address was known, but never passed on
+    assert not local.of("/by-name")  # refused when its name resolved, before any connection

@@ -14,11 +14,12 @@ from tests.e2e.test_crawler_fields import start_crawler
 from tests.e2e.test_crawler_helpers import progress, settled
 from tests.support.cluster import TestCluster
 from tests.support.kafka import produce
-from tests.support.secure_redis import USER, SecureRedis, start_secure_redis
+from tests.support.secure_redis import USER, SecureRedis, start_secure_redis, start_secure_redis_cluster
 from tests.support.services import wait_until
 from utils.config.clients import redis_client
 from utils.config.settings import Settings
 from utils.demosite import SiteServer, generate_site
+from utils.frontier import Frontier, NewRequest, keys
 from utils.services import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -88,3 +89,22 @@ def test_a_crawl_runs_through_tls_and_the_acl_user(
         raise
     finally:
         cluster.stop_all()
+
+
+def test_a_redis_cluster_over_tls_with_the_acl_user_runs_the_frontier(tmp_path: Path) -> None:
+    nodes = start_secure_redis_cluster(tmp_path / "cluster", PASSWORD, "admin-password")
+    try:
+        settings = shoal_settings(nodes[0], tmp_path, REDIS_CLUSTER="true")
+        client = redis_client(settings, ping=True)
+        frontier = Frontier.from_settings(settings, client)
+        entries = [NewRequest(spiderid="link", domain=f"d{i}.test", priority=1, appid="tls", crawlid="cluster",
+                              payload=f'{{"url": "http://d{i}.test/"}}', fingerprint=None, seed=True)
+                   for i in range(30)]  # fmt: skip
+        assert frontier.enqueue(entries) == ["queued"] * 30  # every shard's scripts, over TLS, as the ACL user
+        masters = {client.get_node_from_key(keys.queue("link", e.domain)).port for e in entries}
+        assert len(masters) > 1
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.get("someone-elses:key")
+    finally:
+        for node in nodes:
+            node.service.stop()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,14 +20,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from utils.services import LocalService, free_port
+from utils.services import LocalService, ServiceError, free_ports
 
 HOST = "127.22.0.30"
 USER = "shoal"
 ADMIN = "admin"
 # Shoal's key space (docs/ARCHITECTURE.md): the spiders' frontier keys, stats, jobs, timeouts, REST
-# polls and the proxy pool. `link` and `wandering` are the spiders the project ships.
-KEY_PATTERNS = ("link:*", "wandering:*", "stats:*", "shoal:*", "timeout:*", "rest:*", "proxy:*")
+# polls and the proxy pool. `link` and `wandering` are the spiders the project ships; on a Redis
+# Cluster the frontier's keys start with their shard's hash tag (`{0.13}...`).
+KEY_PATTERNS = ("link:*", "wandering:*", "stats:*", "shoal:*", "timeout:*", "rest:*", "proxy:*", "{*")
 # Everything but the admin and dangerous groups; INFO back for the kafka monitor's memory check.
 COMMANDS = ("+@all", "-@admin", "-@dangerous", "+info")
 
@@ -115,16 +118,58 @@ class SecureRedis:
 def start_secure_redis(run_dir: Path, password: str, admin_password: str) -> SecureRedis:
     """TLS on a free port of HOST (no plain port), `default` user off, USER limited to Shoal's keys."""
     tls = make_certificates(run_dir / "tls")
-    port = free_port(HOST)
-    config = run_dir / "redis.conf"
-    config.write_text("\n".join([
+    return _start_node(run_dir, tls, password, admin_password, "secure-redis", cluster=False)
+
+
+def start_secure_redis_cluster(
+    run_dir: Path, password: str, admin_password: str, masters: int = 3
+) -> list[SecureRedis]:
+    """`masters` such servers joined as a Redis Cluster whose bus also speaks TLS (`tls-cluster`)."""
+    tls = make_certificates(run_dir / "tls")
+    nodes: list[SecureRedis] = []
+    try:
+        for index in range(masters):
+            name = f"secure-cluster-{index}"
+            nodes.append(_start_node(run_dir / name, tls, password, admin_password, name, cluster=True))
+        argv = ["redis-cli", "--tls", "--cacert", str(tls.ca), "--cert", str(tls.client_cert), "--key",
+                str(tls.client_key), "--user", ADMIN, "--pass", admin_password, "--no-auth-warning", "--cluster",
+                "create", *(f"{HOST}:{n.port}" for n in nodes), "--cluster-replicas", "0", "--cluster-yes"]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+        if done.returncode != 0:
+            raise ServiceError(f"redis-cli --cluster create exited {done.returncode}:\n{done.stdout}{done.stderr}")
+        deadline = time.monotonic() + 30
+        while not all(_cluster_ok(n) for n in nodes):
+            if time.monotonic() > deadline:
+                raise ServiceError("the secure Redis Cluster never reported cluster_state:ok")
+            time.sleep(0.1)
+    except BaseException:
+        for node in nodes:
+            node.service.stop()
+        raise
+    return nodes
+
+
+def _cluster_ok(node: SecureRedis) -> bool:
+    with node.client() as client:
+        return bool(client.cluster("INFO").get("cluster_state") == "ok")
+
+
+def _start_node(run_dir: Path, tls: Tls, password: str, admin_password: str, name: str, cluster: bool) -> SecureRedis:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    port, bus = free_ports(2, HOST)
+    lines = [
         "port 0", f"tls-port {port}", f"bind {HOST}", "daemonize no", "save \"\"", "appendonly no",
         f"dir {run_dir.absolute()}", f"tls-cert-file {tls.server_cert}", f"tls-key-file {tls.server_key}",
         f"tls-ca-cert-file {tls.ca}", "tls-auth-clients yes",
         "user default off",
         f"user {USER} on >{password} resetchannels {' '.join('~' + p for p in KEY_PATTERNS)} {' '.join(COMMANDS)}",
         f"user {ADMIN} on >{admin_password} ~* &* +@all",
-    ]) + "\n")  # fmt: skip
+    ]  # fmt: skip
+    if cluster:
+        lines += ["cluster-enabled yes", f"cluster-port {bus}", "tls-cluster yes", "cluster-config-file nodes.conf",
+                  f"masteruser {ADMIN}", f"masterauth {admin_password}", f"cluster-announce-ip {HOST}"]  # fmt: skip
+    config = run_dir / "redis.conf"
+    config.write_text("\n".join(lines) + "\n")
     config.chmod(0o600)
     secure = SecureRedis(None, tls, password, admin_password)  # type: ignore[arg-type]
 
@@ -135,8 +180,8 @@ def start_secure_redis(run_dir: Path, password: str, admin_password: str) -> Sec
         except redis.RedisError:
             return False
 
-    secure.service = LocalService("secure-redis", ["redis-server", str(config)], port,
-                                  run_dir / "redis.log", run_dir, ready, host=HOST)  # fmt: skip
+    secure.service = LocalService(name, ["redis-server", str(config)], port, run_dir / "redis.log", run_dir, ready,
+                                  host=HOST)  # fmt: skip
     secure.service.start()
     secure.service.wait_ready(30)
     return secure

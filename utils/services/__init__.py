@@ -2,6 +2,7 @@
 
 `argv` builds the command lines (also exec'd by `shoal service <name>` under supervisord),
 `probes` answers "is it up", `process` runs one service, `local` runs the three together.
+May import: `utils.config` (services are started before anything else exists).
 """
 
 from __future__ import annotations

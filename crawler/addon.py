@@ -32,6 +32,7 @@ PASSED_THROUGH = (
 COMPONENTS: dict[str, dict[str, int | None]] = {
     "ITEM_PIPELINES": {},  # Shoal's Kafka pipeline is the item processor's, after every user pipeline
     "DOWNLOADER_MIDDLEWARES": {
+        "crawler.guards.AddressPolicyMiddleware": 50,  # first in, last out: sees every request
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,  # retries go through Redis
         "crawler.downloader.RetryStatusMiddleware": 550,
         "crawler.proxies.ProxyPoolMiddleware": 600,  # before HttpProxyMiddleware (750); bans before 550
@@ -45,6 +46,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "scrapy.spidermiddlewares.depth.DepthMiddleware": None,  # curdepth/maxdepth instead
         "crawler.middlewares.MetaPassthroughMiddleware": 100,
         "crawler.spider_output.FollowPolicyMiddleware": 110,  # before the passthrough fills depth in
+        "crawler.guards.LinkPolicyMiddleware": 900,  # found links, before the scheduler
     },
     "EXTENSIONS": {"scrapy.extensions.remote_control.RemoteControl": None},  # no open control port
     "DOWNLOAD_HANDLERS": {},
@@ -83,6 +85,7 @@ class ShoalAddon:
             put(name, {**settings.getdict(name), **user.pop(name, {}), **ours})
         for name in PASSED_THROUGH:
             put(name, shoal[name])
+        _set_limits(put, shoal)
         put("TELNETCONSOLE_ENABLED", False)
         put("LOG_LEVEL", shoal["LOG_LEVEL"])
         put("LOGSTATS_INTERVAL", 60.0)
@@ -128,3 +131,22 @@ def check_user_settings(user: dict[str, Any]) -> None:
                     problems.append(f"{name}: {path} is {what}; it cannot be moved, switched on or off")
     if problems:
         raise ConfigError("SCRAPY_SETTINGS: " + "; ".join(problems))
+
+
+def download_maxsize(shoal: Any) -> int:
+    """DOWNLOAD_MAXSIZE, or what one page message can carry: a larger body would be sent without it
+    anyway (crawler/pipelines.py), so it is never worth holding in memory. Bounds decompressed size
+    too (Scrapy >= 2.11.1 applies it to gzip, deflate, br and zstd bodies)."""
+    size = int(shoal.get_int("DOWNLOAD_MAXSIZE"))
+    if size:
+        return size
+    carried = int(shoal.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE"))
+    return carried * 3 // 4 if shoal.get_bool("KAFKA_BASE_64_ENCODE") else carried
+
+
+def _set_limits(put: Any, shoal: Any) -> None:
+    """Body size, warning size and URL length limits from Shoal's settings (README "Security")."""
+    maxsize = download_maxsize(shoal)
+    put("DOWNLOAD_MAXSIZE", maxsize)
+    put("DOWNLOAD_WARNSIZE", shoal.get_int("DOWNLOAD_WARNSIZE") or maxsize // 2)
+    put("URLLENGTH_LIMIT", shoal.get_int("URL_LENGTH_MAX"))

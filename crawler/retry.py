@@ -39,7 +39,7 @@ class RetryableStatus(IgnoreRequest):
 
 @dataclass(frozen=True)
 class Decision:
-    """outcome: retry | dead | failed | dropped_robots."""
+    """outcome: retry | dead | failed | dropped_robots | dropped_address."""
 
     outcome: str
     error: str = ""
@@ -82,7 +82,7 @@ class RetryPolicy:
         elif isinstance(error, self.exceptions):
             status, retry_after = None, None
         elif isinstance(error, IgnoreRequest):
-            return Decision("dropped_robots")
+            return _ignored(error, failure)
         else:
             return Decision("failed", _describe(failure))
         message = _describe(failure)
@@ -97,6 +97,21 @@ class RetryPolicy:
         """The stored request of the next try: one more attempt, lower priority."""
         priority = int(record.get("priority", 1)) + self.priority_adjust
         return {**record, "attempt": int(record.get("attempt", 0)) + 1, "priority": priority}
+
+
+# IgnoreRequest messages of Scrapy's middlewares that mean "this page cannot be had": the client gets a
+# `success: false` page message (a decompression bomb, a redirect loop), not a silent drop.
+_FAILED_IGNORES = ("DOWNLOAD_MAXSIZE", "max redirections")
+
+
+def _ignored(error: IgnoreRequest, failure: Failure) -> Decision:
+    """A request a middleware refused: by the address policy, too large or looping, or robots.txt."""
+    reason = getattr(error, "reason", None)
+    if reason:  # crawler.guards.AddressRefused (not imported: guards imports the metrics this module uses)
+        return Decision("dropped_address", _describe(failure))
+    if any(text in str(error) for text in _FAILED_IGNORES):
+        return Decision("failed", _describe(failure))
+    return Decision("dropped_robots")
 
 
 def _report_retry(failure: Failure, reason: str, attempt: int, delay: float) -> None:

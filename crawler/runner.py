@@ -11,8 +11,10 @@ from utils.config.settings import Settings
 
 
 def scrapy_settings(settings: Settings) -> dict[str, object]:
-    """The Scrapy settings of a Shoal crawler: the add-on derives everything from `SHOAL`."""
-    return {"ADDONS": {"crawler.addon.ShoalAddon": 0}, "SHOAL": settings, "LOG_INSTALL_ROOT_HANDLER": False}
+    """The Scrapy settings of a Shoal crawler: the add-on derives everything from `SHOAL`, but the
+    reactor's resolver is set up from the process's settings, before any add-on runs."""
+    return {"ADDONS": {"crawler.addon.ShoalAddon": 0}, "SHOAL": settings, "LOG_INSTALL_ROOT_HANDLER": False,
+            "TWISTED_DNS_RESOLVER": "crawler.guards.PolicyResolver"}  # fmt: skip
 
 
 def run(settings: Settings, spider: str = "link") -> None:

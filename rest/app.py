@@ -25,6 +25,7 @@ from rest import envelope, openapi
 from rest.deps import API_KEY_HEADER
 from rest.envelope import ApiError
 from rest.gateway import Gateway
+from rest.limits import BodyLimit
 from rest.routes import cluster, core, crawls, dashboard
 from utils.config.settings import Settings
 from utils.observability.metrics import record_rest_request
@@ -59,6 +60,7 @@ def create_app(settings: Settings) -> FastAPI:
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Content-Type", API_KEY_HEADER],
         )
+    app.add_middleware(BodyLimit, max_bytes=settings.get_int("REST_MAX_BODY_BYTES"))
     app.add_middleware(RequestMetrics)
     openapi.install(app)
     return app

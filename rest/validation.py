@@ -17,22 +17,36 @@ import fastjsonschema
 import ujson
 
 from rest.envelope import BAD_SCHEMA, MUST_JSON, ApiError
+from rest.limits import check_depth
 from utils import schemas
+from utils.config.address_policy import AddressPolicy
 from utils.config.errors import InvalidMessage
 from utils.schemas.matching import Matcher
 
 REQUEST_KINDS = ("crawl", "action", "stats", "zookeeper")  # the kafka monitor's plugin ranks
 
 
-def parse_json(raw: bytes) -> Any:
-    """The decoded body; 400 MUST_JSON when it is not JSON (or is `null`, as Flask's get_json)."""
+def parse_json(raw: bytes, max_depth: int = 0) -> Any:
+    """The decoded body; 400 MUST_JSON when it is not JSON (or is `null`, as Flask's get_json), 400
+    when it nests deeper than `max_depth` levels (0 = unchecked)."""
     try:
         value = ujson.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, MUST_JSON) from exc
     if value is None:
         raise ApiError(400, MUST_JSON)
+    if max_depth:
+        check_depth(value, max_depth)
     return value
+
+
+def refuse_url(message: Any, policy: AddressPolicy) -> None:
+    """400 for a crawl request whose URL the address policy refuses (the kafka monitor would too)."""
+    url = message.get("url") if isinstance(message, dict) else None
+    if isinstance(url, str):
+        reason = policy.url_refusal(url if "://" in url else "http://" + url)
+        if reason:
+            raise ApiError(400, BAD_SCHEMA, f"url: refused by the address policy ({reason})")
 
 
 def request_kinds() -> list[str]:

@@ -44,6 +44,11 @@ class RedisSpider(Spider):
         """KAFKA_BASE_64_ENCODE, read once instead of once a page."""
         return bool(self.settings["SHOAL"].get_bool("KAFKA_BASE_64_ENCODE"))
 
+    @cached_property
+    def links_max(self) -> int:
+        """LINKS_PER_PAGE_MAX: most links one page adds to the frontier."""
+        return int(self.settings["SHOAL"].get_int("LINKS_PER_PAGE_MAX"))
+
     def page(self, response: Response) -> ShoalMessage:
         item = page_message(response, self.base64_bodies)
         item[LEASE] = response.meta.get(LEASE)
@@ -55,7 +60,7 @@ class RedisSpider(Spider):
         lease = request.meta.get(LEASE)
         attempt = int(request.meta.get("attempt", 0))
         decision = self.retry_policy.decide(failure, attempt)
-        if decision.outcome in ("retry", "dropped_robots"):
+        if decision.outcome in ("retry", "dropped_robots", "dropped_address"):
             details = {}
             if decision.outcome == "retry" and lease is not None:
                 details = {"record": self.retry_policy.next_record(lease.record), "delay": decision.delay,

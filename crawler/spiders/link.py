@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +13,11 @@ from scrapy.link import Link
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
 from crawler.spiders.base import RedisSpider
+from utils.observability.metrics import record_dropped
 
+log = logging.getLogger(__name__)
+
+_ANCHOR = re.compile(rb"<(?:a|area)[\s>]", re.IGNORECASE)  # what LinkExtractor reads links from
 _EXTRACTORS: dict[tuple[Any, ...], LinkExtractor] = {}  # one compiled extractor per crawl's filters
 
 
@@ -36,11 +42,34 @@ def link_extractor(meta: dict[str, Any]) -> LinkExtractor:
     return extractor
 
 
-def page_links(response: Response) -> list[Link]:
-    """The links a page's crawl follows (none from non-text responses)."""
+def page_links(response: Response, limit: int = 0) -> list[Link]:
+    """The links a page's crawl follows (none from non-text responses), at most `limit` (0 = all).
+
+    A page of a million links must not become a million requests, nor a parse tree of a million
+    elements (measured: 1 GB and 144 s for 1,000,000 links): past `limit` anchors, only the body up
+    to the first anchor beyond it is parsed, and the anchors left out are counted as `links_capped`.
+    """
     if not isinstance(response, TextResponse):
         return []
-    return link_extractor(response.meta).extract_links(response)
+    extractor = link_extractor(response.meta)
+    if limit:
+        cut, extra = _anchor_cut(response.body, limit)
+        if extra:
+            record_dropped(str(response.meta.get("spiderid") or ""), "links_capped", extra)
+            log.warning("Links capped", extra={"url": response.url[:200], "links": limit + extra, "kept": limit})
+            response = response.replace(body=response.body[:cut])
+    return extractor.extract_links(response)[: limit or None]
+
+
+def _anchor_cut(body: bytes, limit: int) -> tuple[int, int]:
+    """(offset of the anchor after the first `limit`, anchors from there on); (0, 0) within the limit."""
+    cut, extra = 0, 0
+    for index, match in enumerate(_ANCHOR.finditer(body)):
+        if index == limit:
+            cut = match.start()
+        if index >= limit:
+            extra += 1
+    return cut, extra
 
 
 class LinkSpider(RedisSpider):
@@ -52,7 +81,7 @@ class LinkSpider(RedisSpider):
         curdepth = int(meta.get("curdepth", 0))
         if curdepth < int(meta.get("maxdepth", 0)):
             priority = int(meta.get("priority", 1)) - 10
-            for link in page_links(response):
+            for link in page_links(response, self.links_max):
                 item["links"].append({"url": link.url, "text": link.text.strip()})
                 yield Request(link.url, callback=self.parse, meta={"curdepth": curdepth + 1, "priority": priority})
         yield item

@@ -24,7 +24,7 @@ class WanderingSpider(RedisSpider):
         item = self.page(response)
         step = int(response.meta.get("step", 0))
         item["attrs"] = {**(item.get("attrs") or {}), "step": step}
-        links = page_links(response)
+        links = page_links(response, self.links_max)
         if links:
             link = random.choice(links)
             item["links"].append({"url": link.url, "text": link.text.strip()})

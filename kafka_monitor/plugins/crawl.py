@@ -7,6 +7,7 @@ from typing import Any, TypedDict
 
 from kafka_monitor.batch import Batch, Command, Origin
 from kafka_monitor.urls import domain_and_fingerprint
+from utils.config.address_policy import AddressPolicy
 from utils.config.errors import InvalidMessage
 from utils.config.settings import Settings
 from utils.frontier import NewRequest, crawl_request, keys
@@ -52,17 +53,21 @@ class CrawlHandler:
     stat_name = "ScraperHandler"
     event = "Added crawl to Redis"
 
-    def __init__(self, state_timeout: int = 86400) -> None:
+    def __init__(self, state_timeout: int = 86400, policy: AddressPolicy | None = None) -> None:
         self.state_timeout = state_timeout  # the timeout key outlives its expiry by this much
+        self.policy = policy  # None = every URL may be queued (tests of other concerns)
 
     @classmethod
     def from_settings(cls, settings: Settings, **_: Any) -> CrawlHandler:
-        return cls(settings.get_int("CRAWL_STATE_TIMEOUT"))
+        return cls(settings.get_int("CRAWL_STATE_TIMEOUT"), AddressPolicy.from_settings(settings))
 
     def handle(self, message: dict[str, Any], origin: Origin, batch: Batch) -> None:
         url = message["url"]
         if "://" not in url:
             url = message["url"] = "http://" + url  # as Scrapy Cluster's request_from_feed retry
+        refusal = self.policy.url_refusal(url) if self.policy else None
+        if refusal:
+            raise InvalidMessage("refused crawl request", cause=f"url: refused by the address policy ({refusal})")
         try:
             domain, fp = domain_and_fingerprint(url, message["method"], message["body"], not message["dont_filter"])
         except ValueError as exc:  # urlsplit: e.g. "Invalid IPv6 URL"

@@ -16,7 +16,8 @@ from rest.envelope import BAD_REDIS_JSON, NO_POLL, NO_REDIS, ApiError, success
 from rest.gateway import Gateway
 from rest.openapi import ENVELOPE_RESPONSES, feed_body, poll_body
 from rest.submit import submit
-from rest.validation import match_request, parse_json, poll_id
+from rest.validation import match_request, parse_json, poll_id, refuse_url
+from utils.config.address_policy import AddressPolicy
 from utils.frontier import keys
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,10 @@ def index_post(gw: GatewayDep) -> dict[str, Any]:
 async def feed(request: Request, gw: GatewayDep) -> JSONResponse:
     """Validated against the kafka monitor's schemas, then sent to the incoming topic. With a uuid,
     `data` is the answer when it comes within WAIT_FOR_RESPONSE_TIME, else `{"poll_id": uuid}`."""
-    message = parse_json(await request.body())
+    message = parse_json(await request.body(), gw.settings.get_int("REST_JSON_MAX_DEPTH"))
     log.info("'feed' endpoint called", extra={"content": message})
-    match_request(message)
+    if match_request(message) == "crawl":
+        refuse_url(message, AddressPolicy.from_settings(gw.settings))
     return await submit(gw, message)
 
 
@@ -55,7 +57,7 @@ async def feed(request: Request, gw: GatewayDep) -> JSONResponse:
              openapi_extra=poll_body(), responses=ENVELOPE_RESPONSES)  # fmt: skip
 async def poll(request: Request, gw: GatewayDep) -> JSONResponse:
     """The stored answer, once: it is deleted as it is returned (404 until it arrives)."""
-    message = parse_json(await request.body())
+    message = parse_json(await request.body(), gw.settings.get_int("REST_JSON_MAX_DEPTH"))
     wanted = poll_id(message)
     log.info("'poll' endpoint called", extra={"content": message})
     return success(await asyncio.to_thread(_take_result, gw, wanted))

@@ -77,3 +77,14 @@ def test_recent_fingerprints_trust_an_entry_for_a_bounded_time_and_size() -> Non
     for name in (b"b", b"c", b"d"):
         recent.add(("link", "app", "c1", name * 8))
     assert len(recent) == 2
+
+
+def test_address_refusals_are_dropped_with_their_reason_and_bombs_and_loops_fail() -> None:
+    from crawler.guards import AddressRefused
+
+    refused = POLICY.decide(failure_of(AddressRefused("address", "http://169.254.169.254/")), 0)
+    assert refused.outcome == "dropped_address"
+    assert "169.254.169.254" in refused.error
+    bomb = IgnoreRequest("Ignored response <200 http://a/> because its body exceeded DOWNLOAD_MAXSIZE (10 B)")
+    assert POLICY.decide(failure_of(bomb), 0).outcome == "failed"
+    assert POLICY.decide(failure_of(IgnoreRequest("max redirections reached")), 0).outcome == "failed"

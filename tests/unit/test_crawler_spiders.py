@@ -13,7 +13,7 @@ from scrapy.settings import Settings as ScrapySettings
 from crawler.conversion import new_request, parse_cookie, request_from_lease
 from crawler.meta import LEASE
 from crawler.middlewares import MetaPassthroughMiddleware
-from crawler.spiders.link import LinkSpider
+from crawler.spiders.link import LinkSpider, page_links
 from crawler.spiders.wandering import WanderingSpider
 from utils.config.settings import Settings
 from utils.frontier import Lease, crawl_request
@@ -145,3 +145,13 @@ def test_a_binary_body_is_sent_base64() -> None:
     (item,) = [o for o in spider().parse(response) if isinstance(o, dict)]
     assert item["body_encoding"] == "base64"
     assert base64.b64decode(item["body"]) == b"%PDF\x00\xff"
+
+
+def test_a_page_of_many_links_is_parsed_only_up_to_the_cap() -> None:
+    anchors = "".join(f'<A href="/p{i}">{i}</A><area href="/m{i}">' for i in range(500))
+    html = f"<html><body>{anchors}</body></html>"
+    response = HtmlResponse("http://capped.test/", body=html.encode(), request=Request("http://capped.test/"))
+    kept = page_links(response, limit=30)
+    assert [link.url for link in kept] == [f"http://capped.test/{k}{i}" for i in range(15) for k in "pm"]
+    assert len(page_links(response)) == 1000
+    assert len(page_links(response, limit=5000)) == 1000

@@ -28,10 +28,12 @@ def redis_client(settings: Settings, ping: bool = False, decode: bool = False) -
     common: dict[str, Any] = {
         "host": settings.get_str("REDIS_HOST"),
         "port": settings.get_int("REDIS_PORT"),
-        "password": settings.get_str("REDIS_PASSWORD") or None,
+        "username": settings.get_str("REDIS_USERNAME") or None,
+        "password": redis_password(settings),
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
         "decode_responses": decode,
+        **redis_tls(settings),
     }
     client: RedisClient
     if settings.get_bool("REDIS_CLUSTER"):
@@ -41,6 +43,29 @@ def redis_client(settings: Settings, ping: bool = False, decode: bool = False) -
     if ping:
         client.ping()
     return client
+
+
+def redis_password(settings: Settings) -> str | None:
+    """REDIS_PASSWORD_FILE's first line, else REDIS_PASSWORD (SHOAL_REDIS_PASSWORD); None = no AUTH."""
+    path = settings.get_str("REDIS_PASSWORD_FILE")
+    if path:
+        with open(path, encoding="utf-8") as file:
+            return file.readline().rstrip("\r\n") or None
+    return settings.get_str("REDIS_PASSWORD") or None
+
+
+def redis_tls(settings: Settings) -> dict[str, Any]:
+    """redis-py's TLS arguments (the same for one server and a cluster); empty without REDIS_SSL."""
+    if not settings.get_bool("REDIS_SSL"):
+        return {}
+    return {
+        "ssl": True,
+        "ssl_ca_certs": settings.get_str("REDIS_SSL_CA_FILE") or None,
+        "ssl_certfile": settings.get_str("REDIS_SSL_CERTFILE") or None,
+        "ssl_keyfile": settings.get_str("REDIS_SSL_KEYFILE") or None,
+        "ssl_check_hostname": settings.get_bool("REDIS_SSL_CHECK_HOSTNAME"),
+        "ssl_cert_reqs": "required",
+    }
 
 
 def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:

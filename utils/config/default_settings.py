@@ -12,7 +12,14 @@ from __future__ import annotations
 REDIS_HOST = "127.0.0.1"  # host name of Redis (or of one start-up node of a Redis Cluster)
 REDIS_PORT = 6379  # TCP port of Redis
 REDIS_DB = 0  # database number (ignored in cluster mode)
-REDIS_PASSWORD = ""  # password; empty = none
+REDIS_USERNAME = ""  # ACL user name (Redis 6+); empty = the default user
+REDIS_PASSWORD = ""  # password; empty = none. Prefer SHOAL_REDIS_PASSWORD or REDIS_PASSWORD_FILE
+REDIS_PASSWORD_FILE = ""  # path of a file whose first line is the password; empty = REDIS_PASSWORD
+REDIS_SSL = False  # bool; connect with TLS
+REDIS_SSL_CA_FILE = ""  # path of the CA bundle that signs the server's certificate; empty = system CAs
+REDIS_SSL_CERTFILE = ""  # path of the client certificate (PEM) for mutual TLS; empty = none
+REDIS_SSL_KEYFILE = ""  # path of the client certificate's private key (PEM); empty = none
+REDIS_SSL_CHECK_HOSTNAME = True  # bool; the server's certificate must name REDIS_HOST (off: CA check only)
 REDIS_SOCKET_TIMEOUT = 10.0  # seconds; connect and socket timeout of every Redis call
 REDIS_CLUSTER = False  # bool; REDIS_HOST:REDIS_PORT is a Redis Cluster start-up node
 REDIS_CLUSTER_SHARDS = 12  # shards; frontier shards per cluster (each one hash tag, spread evenly over the slots)
@@ -83,6 +90,16 @@ ROBOTSTXT_OBEY = True  # bool; obey robots.txt
 USER_AGENT = "Shoal/0.1 (+https://github.com/shoal-crawler/shoal)"  # default User-Agent
 DNSCACHE_ENABLED = True  # bool; Scrapy's in-process DNS cache
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]  # HTTP statuses retried (Scrapy's list)
+
+# --- Hostile sites and untrusted clients (README "Security") -----------------------------------
+DOWNLOAD_MAXSIZE = 0  # bytes; largest body (after decompression) a crawler keeps; 0 = what a page message carries
+DOWNLOAD_WARNSIZE = 0  # bytes; a body larger than this is logged; 0 = half of DOWNLOAD_MAXSIZE
+ROBOTSTXT_MAXSIZE = 512 * 1024  # bytes; largest robots.txt read (Google reads 500 KiB)
+URL_LENGTH_MAX = 2083  # characters; longer seeds and links are refused (Scrapy's URLLENGTH_LIMIT)
+LINKS_PER_PAGE_MAX = 10000  # links; most links followed from one page, the rest counted as links_capped
+URL_ALLOWED_SCHEMES = ["http", "https"]  # URL schemes a seed, link or redirect may use
+ADDRESS_DENIED_NETWORKS = ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"]  # CIDR list; never fetched
+ADDRESS_DENY_PRIVATE = False  # bool; also refuse every address that is not global (private, loopback, CGNAT)
 
 # --- Stats -------------------------------------------------------------------------------------
 STATS_TIMES = [900, 3600, 21600, 43200, 86400, 604800]  # seconds; rolling windows stats report
@@ -183,6 +200,8 @@ REST_SAMPLE_INTERVAL = 2.0  # seconds; how often the gateway samples live crawls
 REST_RATE_WINDOW = 30.0  # seconds; pages/s and ETA are averaged over this window
 REST_CHART_SECONDS = 600  # seconds; history of the dashboard's pages/s chart
 REST_STREAM_INTERVAL = 1.0  # seconds; most time between two progress events of a crawl's event stream
+REST_MAX_BODY_BYTES = 1024 * 1024  # bytes; larger request bodies are answered 413; 0 = unlimited
+REST_JSON_MAX_DEPTH = 32  # levels; a JSON body nested deeper is answered 400; 0 = unchecked
 REST_ACCESS_LOG = False  # bool; log every HTTP request (Scrapy Cluster's FLASK_LOGGING_ENABLED)
 
 # --- Logging -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from twisted.python.failure import Failure
 
 from crawler.rendering import RenderError, RenderTimeout, wait_selector
 from crawler.retry import RetryPolicy
+from crawler.runner import scrapy_settings
 from crawler.spiders import SPIDERS
 from crawler.spiders.render import HANDLER, RenderSpider
 from utils.config.settings import Settings
@@ -65,7 +66,8 @@ def test_a_render_timeout_is_retried_then_dead_lettered() -> None:
 
 def test_the_render_spider_is_listed_and_downloads_through_the_browser_with_its_own_concurrency() -> None:
     assert SPIDERS["render"] is RenderSpider
-    crawler = get_crawler(RenderSpider, {"SHOAL": Settings.load(environ={}, overrides=["RENDER_MAX_PAGES=3"])})
+    settings = scrapy_settings(Settings.load(environ={}, overrides=["RENDER_MAX_PAGES=3"]))  # with Shoal's add-on
+    crawler = get_crawler(RenderSpider, settings)
     assert crawler.settings.getdict("DOWNLOAD_HANDLERS") == {"http": HANDLER, "https": HANDLER}
     assert crawler.settings.getint("CONCURRENT_REQUESTS") == 3
     assert load_object(HANDLER).lazy is False

@@ -78,7 +78,7 @@ def test_every_registry_problem_is_reported_at_once(module_dir: Path) -> None:
 
 
 def test_an_unknown_spider_names_the_known_ones() -> None:
-    with pytest.raises(SpiderRegistryError, match="unknown spider 'nope'; known: link, shop, wandering"):
+    with pytest.raises(SpiderRegistryError, match="unknown spider 'nope'; known: link, render, shop, wandering"):
         spider_class(settings(), "nope")
 
 
@@ -246,7 +246,7 @@ def test_shoal_spiders_lists_each_spider_with_its_origin_and_shoal_crawl_refuses
 
     assert spiders_command(settings(), argparse.Namespace()) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["link", "shop", "wandering"]
-    assert lines[1].split()[1:] == ["shoal_shop.spiders.ShopSpider", "[entry", "point", "shop", "(shoal-shop-example)]"]
+    assert [line.split()[0] for line in lines] == ["link", "render", "shop", "wandering"]
+    assert lines[2].split()[1:] == ["shoal_shop.spiders.ShopSpider", "[entry", "point", "shop", "(shoal-shop-example)]"]
     assert crawl_main(settings(), argparse.Namespace(spider="nope")) == 2  # before waiting for any service
     assert "shoal crawl: unknown spider 'nope'" in capsys.readouterr().err

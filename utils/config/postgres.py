@@ -51,6 +51,20 @@ def postgres_target(settings: Settings) -> str:
     return redact_dsn(settings.get_str("SINK_POSTGRES_DSN"))
 
 
+def postgres_address(settings: Settings, default_host: str, default_port: int) -> tuple[str, int]:
+    """Host and port of SINK_POSTGRES_DSN (the first, when it lists several); a unix socket path
+    or a DSN that does not parse gives the defaults (`shoal up` reports the port it would use)."""
+    try:
+        params = conninfo.conninfo_to_dict(settings.get_str("SINK_POSTGRES_DSN"))
+    except psycopg.ProgrammingError:
+        return default_host, default_port
+    host = str(params.get("host") or default_host).split(",")[0]
+    port = str(params.get("port") or default_port).split(",")[0]
+    if host.startswith("/") or not port.isdigit():
+        return default_host, default_port
+    return host, int(port)
+
+
 def postgres_connect(settings: Settings, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
     """A new connection with the session time zone UTC (page timestamps are UTC without a zone)."""
     connection = psycopg.connect(postgres_conninfo(settings), autocommit=autocommit)

@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 .PHONY: run test test-fast lint typecheck bench install system-deps down status clean
 
 run: install system-deps  ## start a local cluster, crawl the bundled demo site, show the pages
-	$(BIN)/shoal up
+	$(BIN)/shoal up --services kafka,redis,zookeeper,postgres
 	$(BIN)/shoal demo
 
 test: install system-deps lint typecheck  ## the whole suite: unit, integration, end-to-end

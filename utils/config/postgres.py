@@ -8,6 +8,7 @@ separate parameter; libpq's own PGPASSWORD and ~/.pgpass still apply when neithe
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import conninfo
@@ -65,7 +66,7 @@ def postgres_address(settings: Settings, default_host: str, default_port: int) -
     return host, int(port)
 
 
-def postgres_connect(settings: Settings, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
+def postgres_connect(settings: Settings, autocommit: bool = False) -> psycopg.Connection[Any]:
     """A new connection with the session time zone UTC (page timestamps are UTC without a zone)."""
     connection = psycopg.connect(postgres_conninfo(settings), autocommit=autocommit)
     connection.execute("SET TIME ZONE 'UTC'")

@@ -55,6 +55,8 @@ class Sink:
                              settings.get_str("SINK_ITEM_KEY"))  # fmt: skip
         self.dead_letter_topic = settings.topic("dead_letter")
         self.poll_ms = settings.get_int("KAFKA_CONSUMER_TIMEOUT")
+        self.batch_size = max(settings.get_int("SINK_BATCH"), 1)
+        self.linger = settings.get_float("SINK_BATCH_LINGER")
         self.max_backoff = settings.get_float("SINK_RETRY_MAX_BACKOFF")
         self.target = postgres_target(settings)
         self.postgres_up = True
@@ -88,7 +90,7 @@ class Sink:
         stop = stop or threading.Event()
         mark_loop()
         self._update_lag()
-        records = self.feed.poll(self.poll_ms)
+        records = self.feed.poll_batch(self.poll_ms, self.batch_size, self.linger)
         if not records:
             return 0
         began = time.monotonic()

@@ -196,5 +196,6 @@ SINK_STORE_BODY = True  # bool; keep page bodies in the pages table (else only t
 SINK_ITEM_KEY = "url"  # field name; an item's key when its message names none in `item_key`
 SINK_GROUP = "demo-sink"  # consumer group of the sinks (any number of sinks share the topics' partitions)
 SINK_BATCH = 2000  # messages; most messages one transaction writes (COPY + one upsert per table)
+SINK_BATCH_LINGER = 0.1  # seconds; most time a sink keeps polling to fill a batch before writing it
 SINK_RETRY_MAX_BACKOFF = 10.0  # seconds; longest wait between two tries of a batch while PostgreSQL is down
 SINK_TOPIC_REFRESH = 10.0  # seconds; how soon a sink notices a new topic to read (the items topic)

@@ -1,5 +1,5 @@
-"""The sink's side of Kafka: the topics it reads (by pattern, so the items topic is picked up once it
-exists), commits after a batch is stored, and pauses that keep the group membership.
+"""The sink's side of Kafka: the topics it reads (the items topic too, once it exists: checked every
+SINK_TOPIC_REFRESH seconds), commits after a batch is stored, and pauses that keep the group membership.
 
 While PostgreSQL is down the sink holds its batch and pauses every partition; it still polls so the
 group does not evict it, and anything such a poll returns (a partition assigned meanwhile) is sought
@@ -9,8 +9,8 @@ back to be read again later: nothing is skipped.
 from __future__ import annotations
 
 import logging
-import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
@@ -22,32 +22,56 @@ from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TOPIC_SUFFIXES = ("crawled_firehose", "items")
-
-
-def topic_pattern(settings: Settings) -> str:
-    """`^<prefix>\\.(crawled_firehose|items)$`: the firehose now, the items topic once it exists."""
-    names = "|".join(re.escape(suffix) for suffix in TOPIC_SUFFIXES)
-    return f"^{re.escape(settings.get_str('KAFKA_TOPIC_PREFIX'))}\\.({names})$"
-
-
 class Feed:
-    def __init__(self, consumer: KafkaConsumer) -> None:
-        self.consumer = consumer
+    def __init__(self, new_consumer: Callable[[], KafkaConsumer], topics: list[str], refresh: float) -> None:
+        self.new_consumer = new_consumer
+        self.consumer = new_consumer()
+        self.wanted = topics  # the firehose, then the items topic
+        self.subscribed: list[str] = []
+        self.refresh = refresh
         self.paused = False
+        self._checked_at = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Feed:
-        consumer = kafka_consumer(
-            settings, [], settings.get_str("SINK_GROUP"),
-            max_poll_records=max(settings.get_int("SINK_BATCH"), 1),
-            metadata_max_age_ms=int(settings.get_float("SINK_TOPIC_REFRESH") * 1000),
-        )  # fmt: skip
-        feed = cls(consumer)
-        consumer.subscribe(pattern=topic_pattern(settings), listener=_Rebalance(feed))
+        def new_consumer() -> KafkaConsumer:
+            return kafka_consumer(settings, [], settings.get_str("SINK_GROUP"),
+                                  max_poll_records=max(settings.get_int("SINK_BATCH"), 1))  # fmt: skip
+
+        topics = [settings.topic("crawled_firehose"), settings.topic("items")]
+        feed = cls(new_consumer, topics, settings.get_float("SINK_TOPIC_REFRESH"))
+        feed.subscribe_existing()
         return feed
 
+    def subscribe_existing(self) -> None:
+        """Read every wanted topic that exists (the firehose always: it is created at start-up).
+
+        A topic that appears later (checked every `refresh` seconds) is read by a new consumer that
+        joins the group with both topics: changing a live subscription left the group's second
+        rebalance hanging under load (kafka-python 3.0 against Tansu). Called only between batches,
+        when every offset handled is committed, so the switch replays nothing and skips nothing.
+        """
+        now = time.monotonic()
+        if self.paused or len(self.subscribed) == len(self.wanted) or now - self._checked_at < self.refresh:
+            return
+        self._checked_at = now
+        try:
+            existing = self.consumer.topics()
+        except KafkaError as exc:
+            log.warning("Cannot list the topics", extra={"error": repr(exc)})
+            return
+        topics = [topic for topic in self.wanted if topic == self.wanted[0] or topic in existing]
+        if topics == self.subscribed:
+            return
+        if self.subscribed:
+            self.consumer.close(autocommit=False)
+            self.consumer = self.new_consumer()
+        self.consumer.subscribe(topics, listener=_Rebalance(self))
+        self.subscribed = topics
+        log.info("Reading topics", extra={"topics": topics})
+
     def poll(self, timeout_ms: int) -> list[ConsumerRecord]:
+        self.subscribe_existing()
         return [record for part in self.consumer.poll(timeout_ms=timeout_ms).values() for record in part]
 
     def poll_batch(self, timeout_ms: int, size: int, linger: float) -> list[ConsumerRecord]:

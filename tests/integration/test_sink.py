@@ -160,11 +160,9 @@ def test_bad_messages_are_dead_lettered_and_the_sink_goes_on(
     reasons = [letter["error"] for letter in letters]
     assert len(reasons) == 5
     assert all(letter["source"] == "sink" for letter in letters)
-    assert reasons[0].startswith("not valid JSON")
-    assert reasons[1] == "not a JSON object but list"
-    assert "'crawlid'" in reasons[2]
-    assert "'timestamp'" in reasons[3]
-    assert "'status_code'" in reasons[4]
+    # One reason for each bad message (partitions give no order between them).
+    marks = ["not valid JSON", "not a JSON object but list", "'crawlid'", "'timestamp'", "'status_code'"]
+    assert sorted(next(i for i, mark in enumerate(marks) if mark in reason) for reason in reasons) == [0, 1, 2, 3, 4]
     assert {r["url"] for r in rows(postgres, pg_schema, "pages", "url")} == {URLS[0], URLS[4]}
     assert rows(postgres, pg_schema, "pages", "url")[1]["body"] == "nul \ufffd byte"
 

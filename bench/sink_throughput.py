@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 import shutil
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import ujson
@@ -82,12 +84,20 @@ def time_sink(settings: Settings, total: int) -> dict[str, float]:
     while first == 0:  # group join and the first batch, outside the timing
         first = sink.run_once(stop)
     handled = first
-    began, cpu = time.perf_counter(), time.process_time()
+    backend = sink.store.connect().info.backend_pid
+    began, cpu, server = time.perf_counter(), time.process_time(), process_cpu(backend)
     while handled < total:
         handled += sink.run_once(stop)
     seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
+    server_seconds = process_cpu(backend) - server
     sink.close()
-    return {"seconds": seconds, "cpu": cpu_seconds, "messages": total - first}
+    return {"seconds": seconds, "cpu": cpu_seconds, "server_cpu": server_seconds, "messages": total - first}
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process so far: here the sink's PostgreSQL backend."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def time_plain(settings: Settings, limit: int) -> float:
@@ -151,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         "sink_msgs_per_s": round(rate),
         "sink_us_per_row": round(1e6 / rate, 1),
         "sink_cpu_us_per_row": round(1e6 * insert["cpu"] / insert["messages"], 1),
+        "postgres_backend_cpu_us_per_row": round(1e6 * insert["server_cpu"] / insert["messages"], 1),
+        "load_average_1m": round(os.getloadavg()[0], 1),
         "recrawl_msgs_per_s": round(recrawl_rate),
         "plain_insert_msgs_per_s": round(plain),
         "plain_us_per_row": round(1e6 / plain, 1),

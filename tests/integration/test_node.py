@@ -100,7 +100,8 @@ def test_up_status_down_runs_the_node_and_leaves_nothing(node: dict[str, Any]) -
     processes = {p["name"]: p for p in report["processes"]}
     assert all(processes[f"services:{name}"]["pid"] > 0 for name in SERVICES)
     assert sorted(name for name in processes if "crawler" in name) == ["shoal:crawler-00", "shoal:crawler-01"]
-    assert report["services"] == {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+    assert report["services"] == {**{name: f"127.0.0.1:{port}" for name, port in ports.items()},
+                                  "postgres": "127.0.0.1:5432"}  # the sink's DSN, not started here
 
     again = _shoal(options, "up", "--crawlers", "2")
     assert again.returncode == 0

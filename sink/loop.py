@@ -23,7 +23,7 @@ from kafka.errors import KafkaError
 from sink.feed import Feed
 from sink.messages import Parser, Rows
 from sink.schema import Tables
-from sink.store import Store, Written
+from sink.store import Store, Written, unavailable
 from utils.config.clients import ensure_topics, kafka_producer
 from utils.config.postgres import postgres_conninfo, postgres_target
 from utils.config.settings import Settings
@@ -43,7 +43,6 @@ SEND_TIMEOUT = 30.0  # seconds the dead letters of a batch may take to be confir
 KAFKA_BACKOFF = 1.0  # seconds before a batch whose dead letters could not be sent is read again
 FIRST_BACKOFF = 0.2  # seconds; first wait after PostgreSQL failed
 LAG_EVERY = 1.0  # seconds between consumer-lag updates
-UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError)  # down, restarting, connection lost
 
 
 class Sink:
@@ -74,7 +73,7 @@ class Sink:
         log.info("Sink started", extra={"postgres": self.target})
         try:
             self.store.connect()  # the schema is there (migrated) before the first batch
-        except UNAVAILABLE as exc:
+        except psycopg.Error as exc:
             self._set_up(False, exc)  # the first batch waits for it
         while not stop.is_set():
             try:
@@ -127,8 +126,9 @@ class Sink:
         delay = FIRST_BACKOFF
         while True:
             try:
+                self.store.connect()  # connecting and migrating can only fail for the server's sake
                 self._add(self._write(rows, records))
-            except UNAVAILABLE as exc:
+            except psycopg.Error as exc:  # only unavailability comes out of _write
                 self._set_up(False, exc)
                 self.feed.pause()
                 if not self._wait(delay, stop):
@@ -146,18 +146,18 @@ class Sink:
         """The batch in one transaction; refused for its data, message by message (the refused dead-lettered)."""
         try:
             return self.store.write(rows)
-        except UNAVAILABLE:
-            raise
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeError) as exc:
+            if unavailable(exc):
+                raise
             log.warning("Batch refused by PostgreSQL; writing it message by message", extra={"error": str(exc)})
         total = Written()
         for record in records:
             single = self.parser.parse([record])
             try:
                 written = self.store.write(single)
-            except UNAVAILABLE:
-                raise
-            except psycopg.Error as exc:
+            except (psycopg.Error, UnicodeError) as exc:
+                if unavailable(exc):
+                    raise
                 letter = answers.dead_letter(_raw(record), f"refused by PostgreSQL: {exc}", "sink")
                 single = Rows(dead_letters=[letter])
                 self._send_dead_letters(single)

@@ -8,6 +8,7 @@ bad message never fails the batch it came in.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -63,6 +64,8 @@ class Parser:
                 self.add(rows, record)
             except Rejected as exc:
                 rows.dead_letters.append(_letter(record, str(exc)))
+            except (ValueError, TypeError, OverflowError) as exc:  # a shape no check above foresaw
+                rows.dead_letters.append(_letter(record, f"cannot be stored: {type(exc).__name__}: {exc}"))
         return rows
 
     def add(self, rows: Rows, record: ConsumerRecord) -> None:
@@ -131,13 +134,26 @@ def parse_time(message: dict[str, Any], name: str = "timestamp") -> datetime:
 
 
 def _clean(text: str) -> str:
-    """PostgreSQL text cannot hold NUL: it becomes U+FFFD."""
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+    """PostgreSQL text holds neither NUL (it becomes U+FFFD) nor lone surrogates (a JSON "\\ud800"
+    escape decodes to one; UTF-8 cannot encode it): they become "?"."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def to_json(value: Any) -> str:
     """Canonical JSON (sorted keys) for a jsonb column; jsonb rejects the \\u0000 escape."""
-    text: str = ujson.dumps(value, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False)
+    try:
+        text: str = _clean(ujson.dumps(value, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False))
+    except UnicodeEncodeError:  # ujson refuses some lone surrogates (and passes others: _clean)
+        text = _SURROGATE_ESCAPE.sub("?", ujson.dumps(value, sort_keys=True, escape_forward_slashes=False))
     return text.replace("\\u0000", "\\ufffd") if "\\u0000" in text else text
 
 

@@ -81,6 +81,20 @@ def append_log(tables: Tables) -> sql.Composed:
     ).format(log=sql.Identifier(tables.schema, tables.crawl_log), columns=columns)
 
 
+UNAVAILABLE_CLASSES = ("08", "53", "57", "58")  # SQLSTATE classes: connection, resources, operator intervention, system
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether PostgreSQL failed (down, restarting, out of resources: retry the batch) rather than
+    refused the data (e.g. 54000, a key too long for its index: dead-letter the message)."""
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    sqlstate = exc.sqlstate
+    return sqlstate is None or sqlstate[:2] in UNAVAILABLE_CLASSES
+
+
 @dataclass
 class Written:
     """Rows a batch inserted or updated (a replay or an older message counts 0)."""
@@ -126,8 +140,9 @@ class Store:
                     written.items = _stage_and_run(cursor, "sink_stage_items", ITEM_COLUMNS, rows.items, items)
                 if rows.log:
                     written.log = _stage_and_run(cursor, "sink_stage_log", LOG_COLUMNS, rows.log, append)
-        except psycopg.OperationalError:
-            self.close()  # a broken connection is not reused; the next write connects again
+        except psycopg.Error as exc:
+            if unavailable(exc) or connection.broken:
+                self.close()  # a broken connection is not reused; the next write connects again
             raise
         return written
 

@@ -124,3 +124,15 @@ def test_equal_items_hash_equal_whatever_the_key_order() -> None:
 )
 def test_a_dsn_is_logged_without_its_password(dsn: str, shown: str) -> None:
     assert redact_dsn(dsn) == shown
+
+
+@pytest.mark.parametrize("escape", [b"\\udc00", b"a\\ud800", b"\\udfffx"])
+def test_lone_surrogates_become_question_marks_in_text_and_json(escape: bytes) -> None:
+    start = b'{"url": "http://a/1", "appid": "app", "crawlid": "c", "timestamp": "2026-11-25T06:00:00", '
+    rows = PARSER.parse([record(start + b'"body": "' + escape + b'", "links": [{"text": "' + escape + b'"}]}')])
+    assert rows.dead_letters == []
+    fields = dict(zip(PAGE_COLUMNS, rows.pages[0], strict=True))
+    fields["body"].encode("utf-8")
+    fields["links"].encode("utf-8")
+    assert "?" in fields["body"]
+    assert "\\ud" not in fields["links"]

@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 import ujson
 from kafka.consumer.fetcher import ConsumerRecord
 
 from sink.messages import ITEM_COLUMNS, LOG_COLUMNS, PAGE_COLUMNS, Parser, content_hash
+from sink.store import unavailable
 from utils.config.redact import redact_dsn
 
 PARSER = Parser(items_topic="p.items")
@@ -136,3 +138,18 @@ def test_lone_surrogates_become_question_marks_in_text_and_json(escape: bytes) -
     fields["links"].encode("utf-8")
     assert "?" in fields["body"]
     assert "\\ud" not in fields["links"]
+
+
+@pytest.mark.parametrize(
+    ("error", "retry"),
+    [
+        (psycopg.OperationalError("connection refused"), True),  # no SQLSTATE: the client lost the server
+        (psycopg.InterfaceError("connection already closed"), True),
+        (psycopg.errors.lookup("57P01")("terminating connection due to administrator command"), True),
+        (psycopg.errors.lookup("53100")("could not extend file: no space left"), True),
+        (psycopg.errors.lookup("54000")("index row size exceeds maximum"), False),  # the data: dead-letter it
+        (psycopg.errors.lookup("22021")("invalid byte sequence"), False),
+    ],
+)
+def test_only_server_failures_hold_the_batch(error: psycopg.Error, retry: bool) -> None:
+    assert unavailable(error) is retry

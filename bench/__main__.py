@@ -16,7 +16,7 @@ from bench.common import RESULTS, machine
 # In the order of issue 9's list: (a)+(b) crawl, (c) latency, (d) ingest, (e) round trips,
 # (f) memory, (g) info/stop, (h) throttle accuracy; (e) round trips per page come with (a).
 BENCHMARKS = ["crawl_vs_scrapy", "latency", "kafka_monitor_ingest", "memory", "info_stop",
-              "throttle_accuracy", "scheduler_ops", "sink_throughput"]
+              "throttle_accuracy", "scheduler_ops", "frontier_scale", "broad_crawl", "sink_throughput"]
 
 
 def run(name: str) -> dict | None:

@@ -37,6 +37,7 @@ class ShoalAddon:
                 "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
                 "crawler.downloader.PerRequestCookiesMiddleware": 700,
                 "crawler.stats.StatusStatsMiddleware": 950,
+                "crawler.downloader.FetchTimeMiddleware": 990,  # the last before the network
             },
             "addon",
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.cookies import CookiesMiddleware
@@ -9,6 +11,7 @@ from scrapy.http import Response
 
 from crawler.meta import LEASE
 from crawler.retry import RetryableStatus
+from crawler.signals import lease_fetched
 
 
 class RetryStatusMiddleware:
@@ -25,6 +28,23 @@ class RetryStatusMiddleware:
         if response.status in self.codes and LEASE in request.meta and not request.meta.get("dont_retry"):
             raise RetryableStatus(response)
         return response
+
+
+class FetchTimeMiddleware:
+    """Tells the scheduler when a leased request really goes to the network (after robots.txt and
+    every other middleware), so the domain's throttle counts from the fetch, not the lease."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FetchTimeMiddleware:
+        return cls(crawler)
+
+    def process_request(self, request: Request) -> None:
+        lease = request.meta.get(LEASE)
+        if lease is not None:
+            lease_fetched(self.crawler, lease, time.time())
 
 
 class PerRequestCookiesMiddleware(CookiesMiddleware):

@@ -27,7 +27,7 @@ from crawler.dupes import RecentFingerprints
 from crawler.fetch import Fetch
 from crawler.leases import LeaseBook
 from crawler.meta import LEASE
-from crawler.signals import connect_settled
+from crawler.signals import connect_fetched, connect_settled
 from utils.config.clients import redis_client
 from utils.config.settings import Settings
 from utils.frontier import Frontier, Lease, Settlement, keys
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats (their TTL is HEARTBEAT_TIMEOUT)
 REDIS_BACKOFF = 1.0  # seconds an unanswered pop waits before the next try
+LATE_FETCH_SHARE = 0.02  # of an interval: a fetch this much after its lease moves the throttle slot
 CRAWL_DELAY_TTL = 86400  # seconds a robots.txt Crawl-delay is kept in Redis (rewritten hourly)
 
 
@@ -98,6 +99,7 @@ class DistributedScheduler:
         frontier = Frontier.from_settings(settings, redis_client(settings))
         scheduler = cls(crawler, settings, frontier, ThrottleConfig.from_settings(settings))
         connect_settled(crawler, scheduler.on_settled)
+        connect_fetched(crawler, scheduler.on_fetched)
         crawler.signals.connect(scheduler.on_robots, signal=signals.robots_parsed)
         return scheduler
 
@@ -174,6 +176,22 @@ class DistributedScheduler:
     ) -> None:
         """Called by the pipeline once a page is confirmed on Kafka, or a try ended without one."""
         self.book.settle(lease, outcome, details, self.throttle.policy().key(lease.domain))
+
+    def on_fetched(self, lease: Lease, at: float) -> None:
+        """A lease fetched well after it was handed out (robots.txt first, a busy downloader): its
+        domain's next moderated slot counts from the fetch, so no two fetches of a domain come
+        closer than the throttle allows, whatever this process's own queueing (issue 16)."""
+        policy = self.throttle.policy()
+        hits, window = policy.overrides.get(lease.domain, (policy.hits, policy.window))
+        if not policy.moderated or hits <= 1 or not lease.received:
+            return
+        interval = window / hits
+        if at - lease.received < LATE_FETCH_SHARE * interval:
+            return
+        try:
+            self.frontier.fetched_late(lease, policy.key(lease.domain), at, interval)
+        except RedisError as exc:
+            log.warning("Could not record a late fetch", extra={"domain": lease.domain, "error": str(exc)})
 
     def on_robots(self, robotparser: Any, request: Request, **_: Any) -> None:
         """A robots.txt Crawl-delay becomes the minimum gap between hits of that domain, cluster-wide."""

@@ -209,18 +209,19 @@ def test_hits_counted_per_host_and_path(served: tuple[Site, SiteServer]) -> None
 
 
 def test_access_log_lines(start_server: StartServer, tmp_path: Path) -> None:
-    """One `<client_ip> <method> <host> <path> <status>` line per request."""
+    """One `<client_ip> <method> <host> <path> <status> <arrival unix time>` line per request."""
     log = tmp_path / "access.log"
     site, server = start_server(access_log=log)
     fetch(f"http://{site.hosts[0]}/page/1.html")
     fetch(f"http://{site.hosts[1]}/missing.html", method="HEAD")
     server.stop()
     lines = [line.split() for line in log.read_text().splitlines()]
-    assert [line[1:] for line in lines] == [
+    assert [line[1:5] for line in lines] == [
         ["GET", site.hosts[0], "/page/1.html", "200"],
         ["HEAD", site.hosts[1], "/missing.html", "404"],
     ]
     assert all(line[0].startswith("127.") for line in lines)
+    assert 0 <= float(lines[1][5]) - float(lines[0][5]) < 30
 
 
 def test_fail_paths_forced_and_changed_live(start_server: StartServer) -> None:

@@ -107,12 +107,15 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
     frontier.enqueue([new(f"http://a.com/{i}", "a.com", 90) for i in range(5)])
     frontier.enqueue([new(f"http://b.com/{i}", "b.com", 1) for i in range(5)])
     policy = ThrottlePolicy(key_prefix="link:", hits=2, window=60, moderated=False)
-    got = urls(frontier, 10, policy)
+    first = frontier.pop("link", 10, policy)
+    got = [lease.record["url"] for lease in first.leases]
     assert got == ["http://a.com/0", "http://a.com/1", "http://b.com/0", "http://b.com/1"]
+    assert first.denied == 2  # both domains have work left that their throttle now holds back (a metric)
     assert redis_db.zcard(in_shard(redis_db, keys.throttle_window("link:a.com"), "a.com")) == 2
+    assert redis_db.zscore(in_shard(redis_db, keys.snoozed("link"), "a.com"), "a.com") is not None
     popped = frontier.pop("link", 10, policy)
     assert popped.leases == []
-    assert popped.denied == 2  # both domains have work their throttle holds back (a metric)
+    assert popped.denied == 0  # snoozed domains are not looked at again before they are due
     assert popped.retry_after is not None
     assert 55 < popped.retry_after <= 60
     redis_db.delete(in_shard(redis_db, keys.throttle_window("link:c.com"), "c.com"))
@@ -123,9 +126,9 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
 
 def test_moderated_throttle_spreads_hits_without_drift(frontier: Frontier) -> None:
     frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(100)])
-    policy = ThrottlePolicy(key_prefix="m:", hits=20, window=2, moderated=True)  # one every 0.1 s
+    policy = ThrottlePolicy(key_prefix="m:", hits=20, window=10, moderated=True)  # one every 0.5 s
     got, started = 0, time.monotonic()
-    while time.monotonic() - started < 2.0:
+    while time.monotonic() - started < 5.0:
         got += len(frontier.pop("link", 8, policy).leases)
-        time.sleep(0.013)  # polls that never line up with the 0.1 s slots
-    assert 19 <= got <= 21
+        time.sleep(0.013)  # polls that never line up with the 0.5 s slots (a slot may lag 5 %)
+    assert 10 <= got <= 11

@@ -1,4 +1,8 @@
-"""Deterministic local demo website for `make run`, the tests and the benchmarks."""
+"""Deterministic local demo website for `make run`, the tests and the benchmarks: the generator, the
+server (one socket per loopback host, an access log with arrival times) and the broad hub site.
+
+May import: `utils.config`.
+"""
 
 from __future__ import annotations
 

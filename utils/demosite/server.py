@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,7 +262,7 @@ class SiteServer:
         host = self._labels.get(ip, ip)
         self.hits[(host, path)] += 1
         if self._log_file is not None:
-            self._log_file.write(f"{client_ip} {request.method} {host} {path} {response.status}\n")
+            self._log_file.write(f"{client_ip} {request.method} {host} {path} {response.status} {time.time():.6f}\n")
         return response
 
     def _route(self, ip: str, path: str) -> _Response:

@@ -40,6 +40,27 @@ def heads(spiderid: str) -> str:
     return f"{spiderid}:heads"
 
 
+def ready(spiderid: str) -> str:
+    """ZSET `<13-hex µs since when it is due><domain>` -> the domain's best queue score: domains whose
+    throttle allowed them when last looked at (utils/frontier/lua/lib/domain_sets.lua)."""
+    return f"{spiderid}:ready"
+
+
+def ready_of(spiderid: str) -> str:
+    """HASH domain -> its member in `ready`."""
+    return f"{spiderid}:ready_of"
+
+
+def snoozed(spiderid: str) -> str:
+    """ZSET domain -> unix time its throttle next allows it: domains with work waiting their turn."""
+    return f"{spiderid}:snoozed"
+
+
+def policy(spiderid: str) -> str:
+    """HASH of pop.lua's own state: the throttle overrides it last saw, its self-repair cursor."""
+    return f"{spiderid}:policy"
+
+
 def inflight(spiderid: str) -> str:
     """ZSET `<domain>\\t<queue member>` -> lease deadline (unix seconds)."""
     return f"{spiderid}:inflight"

@@ -28,6 +28,7 @@ from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settleme
 __all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
 DUPEFILTER_MODES = ("exact", "bloom")
+FETCH_SLACK = 0.05  # share of an interval a moderated slot may lag behind now (pop.lua's SLACK)
 T = TypeVar("T")
 
 
@@ -91,8 +92,10 @@ class Frontier:
     def enqueue_in(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
         """Add the enqueue calls to a pipeline: first one per shard (each reply is a list of
         statuses, in the shards' order), then the registry writes (integer replies)."""
-        for tag, group, _ in self._tagged(requests, lambda r: self.shards.tag(r.domain)):
-            evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), self._enqueue_argv(tag, group))
+        batch_us = _batch_us(self.shards.count)
+        for tag, group, positions in self._tagged(requests, lambda r: self.shards.tag(r.domain)):
+            args = self._enqueue_argv(tag, group, positions, batch_us)
+            evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), args)
         self._register(pipe, requests)
 
     def _register(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
@@ -158,9 +161,11 @@ class Frontier:
     ) -> tuple[dict[str, list[str]], Popped | None]:
         pipe = self.client.pipeline(transaction=False)
         slots: list[tuple[str, int, list[int]]] = []  # (result name, pipeline index, item positions)
+        batch_us = _batch_us(self.shards.count)
         for tag, group, positions in self._tagged(batch.requests, lambda r: self.shards.tag(r.domain)):
             slots.append(("requests", len(pipe), positions))
-            evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), self._enqueue_argv(tag, group))
+            args = self._enqueue_argv(tag, group, positions, batch_us)
+            evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), args)
         self._register(pipe, batch.requests)
         for tag, retries, positions in self._tagged(batch.retries, lambda r: r.lease.tag):
             slots.append(("retries", len(pipe), positions))
@@ -197,6 +202,7 @@ class Frontier:
         """Queue the pop calls the planner asks for (shards not tried yet); (tag, pipeline index) each."""
         spiderid, max_items, throttle, scan = pop
         planner = self._planner(spiderid, read_heads=first)
+        planner.policy_seen(throttle.overrides)
         pops = []
         for tag, quota in planner.quotas(max_items, exclude=tried).items():
             pops.append((tag, len(pipe)))
@@ -228,22 +234,33 @@ class Frontier:
         return _merged(list(rounds.values()))
 
     def _planner(self, spiderid: str, read_heads: bool = True) -> PopPlanner:
-        """The spider's pop planner; on a cluster, with every shard's best head (and due retries)
-        read first when it has nothing to ask (at the start, or after a short batch)."""
+        """The spider's pop planner; on a cluster, with every shard's best ready score and next due
+        time read first when it has nothing to ask (at the start, or after a short batch)."""
         planner = self._planners.get(spiderid)
         if planner is None:
             planner = self._planners[spiderid] = PopPlanner(self.shards.tags)
         if read_heads and planner.needs_heads():
             pipe = self.client.pipeline(transaction=False)
             for tag in self.shards.tags:
-                pipe.zrange(keys.heads(tag + spiderid), 0, 0, withscores=True)
-                pipe.zrange(keys.delayed(tag + spiderid), 0, 0, withscores=True)
+                sid = tag + spiderid
+                pipe.zrange(keys.ready(sid), 0, 0, withscores=True)
+                pipe.zrange(keys.snoozed(sid), 0, 0, withscores=True)
+                pipe.zrange(keys.delayed(sid), 0, 0, withscores=True)
+                pipe.exists(keys.heads(sid))
             replies = pipe.execute()
             self.round_trips += 1
-            heads, delayed = replies[0::2], replies[1::2]
-            best = {t: (float(h[0][1]) if h else None) for t, h in zip(self.shards.tags, heads, strict=True)}
-            retries = {t: float(d[0][1]) for t, d in zip(self.shards.tags, delayed, strict=True) if d}
-            planner.learn_heads(best, retries, time.time())
+            now = time.time()
+            best: dict[str, float | None] = {}
+            due: dict[str, float] = {}
+            for i, tag in enumerate(self.shards.tags):
+                ready, snoozed, delayed, has_work = replies[4 * i : 4 * i + 4]
+                best[tag] = float(ready[0][1]) if ready else None
+                times = [float(s[0][1]) for s in (snoozed, delayed) if s]
+                if has_work and not ready and not snoozed:
+                    times.append(now)  # work in neither set: the shard's next pop repairs it
+                if times:
+                    due[tag] = min(times)
+            planner.learn_heads(best, due, now)
         return planner
 
     # --- release, extend, throttle ---------------------------------------------------------------
@@ -269,6 +286,13 @@ class Frontier:
             evalsha_in(pipe, self.scripts.extend, keys.shard_route(tag), args)
         return [_text(m) for lost in self._execute(pipe) for m in lost]
 
+    def fetched_late(self, lease: Lease, throttle_key: str, at: float, interval: float) -> bool:
+        """A lease fetched at `at`, well after it was handed out: the domain's next moderated slot
+        counts from the fetch (utils/frontier/lua/fetched.lua). True when the slot moved."""
+        self.round_trips += 1
+        key = lease.tag + keys.throttle_time(throttle_key)
+        return bool(self.scripts.fetched(keys=[key], args=[at, interval, FETCH_SLACK]))
+
     def set_throttle_delay(self, domain: str, throttle_key: str, seconds: float, ttl: int) -> None:
         """Seconds between two hits of a domain's throttle key cluster-wide (robots.txt Crawl-delay)."""
         self.round_trips += 1
@@ -283,8 +307,9 @@ class Frontier:
             self.scripts.load(self.client)
             return list(pipe.execute())
 
-    def _enqueue_argv(self, tag: str, requests: Sequence[NewRequest]) -> list[Any]:
-        return self._flat(self._enqueue_head, (r.argv(tag) for r in requests))
+    def _enqueue_argv(self, tag: str, requests: Sequence[NewRequest], places: list[int], batch_us: str) -> list[Any]:
+        groups = ([*r.argv(tag), place] for r, place in zip(requests, places, strict=True))
+        return self._flat([*self._enqueue_head, batch_us], groups)
 
     @staticmethod
     def _tagged(items: Sequence[T], tag_of: Callable[[T], str]) -> Iterable[tuple[str, list[T], list[int]]]:
@@ -312,8 +337,16 @@ class Frontier:
         return args
 
 
+def _batch_us(shards: int) -> str:
+    """The batch time the enqueue script numbers requests by: on a Redis Cluster the caller's clock,
+    since one batch's calls run on several masters at once; on one Redis the server's ('')."""
+    return str(time.time_ns() // 1000) if shards > 1 else ""
+
+
+
 def _popped(spiderid: str, tag: str, flat: list[Any]) -> Popped:
     wait_ms, denied, head = int(flat[0]), int(flat[1]), _text(flat[2])
+    received = time.time()
     leases = []
     for i in range(3, len(flat), 4):
         domain, member, payload, crawl = _text(flat[i]), _text(flat[i + 1]), flat[i + 2], _text(flat[i + 3])
@@ -321,7 +354,7 @@ def _popped(spiderid: str, tag: str, flat: list[Any]) -> Popped:
             continue  # a member whose crawl or payload is gone: nothing to crawl; the reaper drops its lease
         appid, _, crawlid = crawl.partition("\t")
         record = crawl_request.restore(payload, spiderid, appid, crawlid, member)
-        leases.append(Lease(spiderid, domain, member, record, tag))
+        leases.append(Lease(spiderid, domain, member, record, tag, received))
     return Popped(leases, None if wait_ms < 0 else wait_ms / 1000, denied, float(head) if head else None)
 
 

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
 
+INCLUDE = re.compile(r"^--! include (\w+)$", re.MULTILINE)
+
 
 @cache
 def source(name: str, package: str = "utils.frontier") -> str:
-    """The text of `<package>/lua/<name>.lua` (the frontier's scripts unless another concept's)."""
-    return resources.files(package).joinpath("lua", f"{name}.lua").read_text()
+    """The text of `<package>/lua/<name>.lua` (the frontier's scripts unless another concept's),
+    with each `--! include <lib>` line replaced by `<package>/lua/lib/<lib>.lua` (Redis scripts
+    cannot load one another, so shared Lua is pasted in)."""
+    lua = resources.files(package).joinpath("lua")
+    text = lua.joinpath(f"{name}.lua").read_text()
+    return INCLUDE.sub(lambda found: lua.joinpath("lib", f"{found.group(1)}.lua").read_text(), text)
 
 
 class Scripts:
@@ -23,9 +30,10 @@ class Scripts:
         self.retry = client.register_script(source("retry"))
         self.release = client.register_script(source("release"))
         self.extend = client.register_script(source("extend"))
+        self.fetched = client.register_script(source("fetched"))
 
     def all(self) -> list[Any]:
-        return [self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend]
+        return [self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend, self.fetched]
 
     def load(self, client: Any) -> None:
         """SCRIPT LOAD every script (after a Redis restart emptied the script cache)."""

@@ -81,6 +81,7 @@ class Lease:
     request_id: str  # the queue member: 16 hex digits of request id, then its crawl's code
     record: dict[str, Any]
     tag: str = ""  # its frontier shard's hash tag ('' on one Redis; utils/frontier/shards.py)
+    received: float = 0.0  # unix time the spider got it: a fetch much later moves its throttle slot
 
     @property
     def member(self) -> str:

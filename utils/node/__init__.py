@@ -2,6 +2,7 @@
 
 `layout` says where a node lives and what it runs, `config` renders the repository's
 `supervisord.conf` template, `control` talks to supervisord; one module per command.
+May import: `utils.services`, `utils.frontier`, `utils.schemas`, `utils.observability`, `utils.config`.
 """
 
 from __future__ import annotations

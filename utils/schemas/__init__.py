@@ -1,7 +1,8 @@
 """The JSON Schema files of every message, compiled once, with their defaults filled in.
 
 The files in this package are the only definition of each message kind: the kafka monitor, the
-REST gateway and the docs all read them from here.
+REST gateway and the docs all read them from here; `matching` decides which kind a message is.
+May import: `utils.observability`, `utils.config`.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@
 -- An admitted request that ends without a page gives its page-limit slot back, so that
 -- domain_max_pages counts crawled pages.
 
+--! include domain_sets
+
 local NF = 6
 local state_ttl = tonumber(ARGV[1])
 local out = {}
@@ -26,7 +28,11 @@ for i = 2, #ARGV, NF do
   local sid, d, m, appid, crawlid, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local entry = d .. '\t' .. m
   local was_inflight = redis.call('ZREM', sid .. ':inflight', entry)
-  local was_queued = redis.call('ZREM', sid .. ':' .. d .. ':queue', m)
+  local was_queued = 0
+  if redis.call('ZSCORE', sid .. ':' .. d .. ':queue', m) then  -- re-queued by the reaper meanwhile
+    was_queued = redis.call('ZREM', sid .. ':' .. d .. ':queue', m)
+    ds_place(sid, d, tonumber(redis.call('TIME')[1]))
+  end
   local was_delayed = redis.call('ZREM', sid .. ':delayed', entry)
   local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
   redis.call('HDEL', crawl .. ':requests', string.sub(m, 1, 16) .. d)

@@ -8,29 +8,36 @@
 -- ARGV[3] domain page counter TTL (s)   ARGV[4] global page limit per crawl and domain (0 = none)
 -- ARGV[5] global page counter TTL (s)   ARGV[6] default dupefilter mode: 'exact' or 'bloom'
 -- ARGV[7] Bloom filter size (bits)      ARGV[8] Bloom filter hash functions
--- then one group of 14 values per request:
+-- ARGV[9] the batch's time in µs ('' = this server's): with several shards, one batch's calls run on
+--         different masters at once, so the caller's clock and each request's place in its batch
+--         keep FIFO across shards
+-- then one group of 15 values per request:
 --   spiderid, domain, priority, appid, crawlid,
 --   fingerprint (8 binary bytes; '' = not filtered), domain_max_pages ('0' = none),
 --   is_seed ('1' = never filtered as duplicate, stopped or expired; still recorded in the dupefilter),
 --   offset key ('' = none) and offset: skip the request if that offset was already written,
 --   payload (the stored request JSON), expires (unix s, '0' = never),
---   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist').
+--   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist'),
+--   the request's place in its batch.
 -- Returns one status per request: queued | duplicate | page_limit | blacklist | expired | replayed.
--- A queue member is the request id, 16 hex digits (server time in µs + a counter) so that equal
+-- A queue member is the request id, 16 hex digits (batch time in µs + place in batch) so that equal
 -- priorities come out oldest first, then its crawl's code; the payload lives in the crawl's
 -- requests hash under `<id><domain>`, which is also the crawl's index for info and stop.
 -- The page counters count admitted requests; ack.lua gives the slot back when an admitted request
 -- ends without a page, so domain_max_pages = N yields N crawled pages.
+-- Each domain that gains a request enters <sid>:ready (lib/domain_sets.lua) unless it is snoozed.
 
-local NF = 14
+--! include domain_sets
+
+local NF = 15
 local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local global_limit, global_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 local default_mode, bloom_bits, bloom_hashes = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = now_us / 1000000
-local counter = 0
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local base_us = tonumber(ARGV[9]) or (tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local out = {}
+local touched = {}
 
 local function bump(progress, field, n)
   redis.call('HINCRBY', progress, field, n)
@@ -120,25 +127,26 @@ local function crawl_code(sid, appid, crawlid)
   return code
 end
 
-local function push(sid, domain, prio, appid, crawlid, payload)
+local function push(sid, domain, prio, appid, crawlid, payload, place)
   local queue = sid .. ':' .. domain .. ':queue'
   local code = crawl_code(sid, appid, crawlid)
   local score = -tonumber(prio)
+  touched[sid .. '\t' .. domain] = {sid, domain}
   local id
+  local n = tonumber(place)
   repeat
-    id = string.format('%013x%03x', now_us, counter % 4096)
-    counter = counter + 1
+    id = string.format('%013x%03x', base_us + math.floor(n / 4096), n % 4096)
+    n = n + 4096  -- taken (another batch of the same µs): the next µs
   until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
   redis.call('HSET', sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':requests', id .. domain, payload)
-  redis.call('ZADD', sid .. ':heads', 'LT', score, domain)
 end
 
-for i = 9, #ARGV, NF do
+for i = 10, #ARGV, NF do
   local sid, domain, prio, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local status = filter(i)
   local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
   if status == 'queued' then
-    push(sid, domain, prio, appid, crawlid, ARGV[i + 10])
+    push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14])
     bump(progress, 'queued', 1)
     redis.call('HDEL', progress, 'finished')  -- new work: a finished crawl is announced again when done
     bump(progress, 'enqueued', 1)
@@ -150,4 +158,5 @@ for i = 9, #ARGV, NF do
   end
   out[#out + 1] = status
 end
+for _, sd in pairs(touched) do ds_place(sd[1], sd[2], now) end
 return out

@@ -14,6 +14,8 @@
 -- again while left > 0). On a Redis Cluster it runs once per frontier shard (spiderid prefixed
 -- with the shard's tag).
 
+--! include domain_sets
+
 local sid, appid, crawlid, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ttl, state_ttl, limit = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local t = redis.call('TIME')
@@ -32,20 +34,17 @@ for _, field in ipairs(fields) do
   local id, d = string.sub(field, 1, 16), string.sub(field, 17)
   local m = id .. code
   local entry = d .. '\t' .. m
+  touched[d] = true
   local q = redis.call('ZREM', sid .. ':' .. d .. ':queue', m)
   local f = redis.call('ZREM', sid .. ':inflight', entry)
   local w = redis.call('ZREM', sid .. ':delayed', entry)
   redis.call('HDEL', requests, field)
   queued, inflight, delayed = queued + q, inflight + f, delayed + w
   if q + f + w > 0 then purged = purged + 1 end
-  if q == 1 then touched[d] = true end
 end
 if not code then redis.call('DEL', requests) end  -- payloads no queue member can point at
 -- Keep each touched domain's head exact (or gone), so queue stats and pops see no phantom work.
-for d in pairs(touched) do
-  local head = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 0, 'WITHSCORES')
-  if #head == 0 then redis.call('ZREM', sid .. ':heads', d) else redis.call('ZADD', sid .. ':heads', head[2], d) end
-end
+for d in pairs(touched) do ds_place(sid, d, now) end
 
 local left = redis.call('HLEN', requests)
 local progress = crawl .. ':progress'

@@ -12,6 +12,8 @@
 -- Returns 5 values per settled lease: 'requeued' or 'dead', domain, queue member, the stored
 -- request JSON (as re-queued, or as it was when it died) and its crawl `<appid>\t<crawlid>`.
 
+--! include domain_sets
+
 local sid, limit, retry_times, state_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -41,6 +43,8 @@ local function crawl_of(m)  -- the crawl named by the member's code, or nil
 end
 
 local out = {}
+local touched = {}  -- domains whose queue this call changed (lib/domain_sets.lua)
+local function touch(_, d) touched[d] = true end
 for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, limit)) do
   redis.call('ZREM', inflight, entry)
   local tab = string.find(entry, '\t', 1, true)
@@ -72,8 +76,8 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
       payload = with_attempt(payload, req.attempt ~= nil, attempt + 1)
       redis.call('HSET', crawl .. ':requests', field, payload)
       local score = -(tonumber(req.priority) or 1)
+      touch(sid, d)
       redis.call('ZADD', sid .. ':' .. d .. ':queue', score, m)
-      redis.call('ZADD', sid .. ':heads', 'LT', score, d)
       redis.call('HINCRBY', progress, 'queued', 1)
       redis.call('HINCRBY', progress, 'reaped', 1)
       out[#out + 1] = 'requeued'
@@ -87,4 +91,5 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
     out[#out + 1] = name
   end
 end
+for d in pairs(touched) do ds_place(sid, d, now) end
 return out

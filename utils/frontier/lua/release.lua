@@ -8,14 +8,22 @@
 -- Returns one status per request: 'released', or 'unknown' when the lease was no longer held.
 -- The attempt is not counted: the request was never tried.
 
+--! include domain_sets
+
 local NF = 6
 local state_ttl = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local out = {}
+local touched = {}  -- domains whose queue this call changed (lib/domain_sets.lua)
+local function touch(_, d) touched[d] = true end
+local sid_of = ''
 for i = 2, #ARGV, NF do
   local sid, d, m, appid, crawlid, score = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   if redis.call('ZREM', sid .. ':inflight', d .. '\t' .. m) == 1 then
+    sid_of = sid
+    touch(sid, d)
     redis.call('ZADD', sid .. ':' .. d .. ':queue', score, m)
-    redis.call('ZADD', sid .. ':heads', 'LT', score, d)
     local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
     redis.call('HINCRBY', progress, 'inflight', -1)
     redis.call('HINCRBY', progress, 'queued', 1)
@@ -25,4 +33,5 @@ for i = 2, #ARGV, NF do
     out[#out + 1] = 'unknown'
   end
 end
+for d in pairs(touched) do ds_place(sid_of, d, now) end
 return out

@@ -1,0 +1,166 @@
+"""Issue 16: the frontier's leases/s against the politeness-allowed rate, for 100 to 100,000 domains.
+
+For each N, one Redis holds N domains with 4 queued requests each at the same priority, and one
+client pops as a crawler does (batches of SCHEDULER_POP_BATCH through the real `Frontier`):
+- throttle off: how fast one client can pop at all (the queues drain);
+- the default throttle (QUEUE_HITS per QUEUE_WINDOW, moderated): leases/s in the steady state after
+  one interval (the first requests of every domain are due at once), against N x hits / window.
+Each pop's Redis time comes from SLOWLOG (every command logged during the measured phase), so the
+figure is the script's own cost, without the client. Targets: throttled leases/s >= 0.95 x
+min(allowed, throttle-off rate); the pop's p50 Redis time per leased request at the largest N
+within 1.5x of that at 100 domains (a pop at 100 domains leases ~1, at 100,000 a full batch).
+Run: `python -m bench.frontier_scale [--domains 100 1000 10000 100000] [--measure 12]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench.common import percentile, print_checks, write_result
+from utils.config.settings import Settings, default_values
+from utils.frontier import Frontier, NewRequest, ThrottlePolicy, crawl_request
+from utils.frontier.fingerprint import fingerprint
+from utils.services import start_local_services
+
+SPIDER = "link"
+PER_DOMAIN = 4
+_DEFAULTS = Settings(default_values())
+POP_BATCH = _DEFAULTS.get_int("SCHEDULER_POP_BATCH")
+SCAN_LIMIT = _DEFAULTS.get_int("SCHEDULER_SCAN_LIMIT")
+HITS, WINDOW = _DEFAULTS.get_int("QUEUE_HITS"), _DEFAULTS.get_float("QUEUE_WINDOW")
+THROTTLED = ThrottlePolicy(key_prefix="link:", hits=HITS, window=WINDOW, moderated=True)
+OPEN = ThrottlePolicy(hits=0)
+
+
+def fill(frontier: Frontier, domains: int) -> None:
+    """`domains` domains x PER_DOMAIN requests, same priority, in enqueue batches of 2,000."""
+    batch: list[NewRequest] = []
+    for i in range(PER_DOMAIN):
+        for d in range(domains):
+            domain = f"d{d}.bench.test"
+            url = f"http://{domain}/page/{i}.html"
+            record = crawl_request.to_record({"url": url, "appid": "bench", "crawlid": "scale", "spiderid": SPIDER})
+            payload = crawl_request.encode(record)
+            batch.append(NewRequest(SPIDER, domain, 1, "bench", "scale", payload, fingerprint(url)))
+            if len(batch) == 2000:
+                frontier.enqueue(batch)
+                batch = []
+    if batch:
+        frontier.enqueue(batch)
+
+
+def pop_for(
+    frontier: Frontier, policy: ThrottlePolicy, seconds: float, sizes: list[int] | None = None
+) -> tuple[int, int, float]:
+    """Pop as fast as one client can for `seconds` (or until nothing is left): (leases, pops, elapsed);
+    each pop's number of leases is appended to `sizes`."""
+    leases = pops = 0
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        popped = frontier.pop(SPIDER, POP_BATCH, policy, SCAN_LIMIT)
+        pops += 1
+        leases += len(popped.leases)
+        if sizes is not None:
+            sizes.append(len(popped.leases))
+        if not popped.leases and popped.retry_after is None:
+            break  # drained
+        if not popped.leases and popped.retry_after:
+            time.sleep(min(popped.retry_after, 0.01))
+    return leases, pops, time.monotonic() - started
+
+
+def pop_times(client: redis.Redis, sha: str) -> list[float]:
+    """Microseconds of every pop script call SLOWLOG recorded, oldest first."""
+    entries = client.slowlog_get(10_000_000)
+    mine = [e for e in entries if len(e["command"].split()) > 1 and e["command"].split()[1] == sha.encode()]
+    return [float(e["duration"]) for e in reversed(mine)]
+
+
+def measure(client: redis.Redis, domains: int, measure_s: float) -> dict[str, Any]:
+    client.flushall()
+    frontier = Frontier(client, lease_timeout=3600)
+    fill(frontier, domains)
+    off_leases, _, off_elapsed = pop_for(frontier, OPEN, 30.0)
+    off_rate = off_leases / off_elapsed
+    client.flushall()
+    frontier = Frontier(client, lease_timeout=3600)
+    fill(frontier, domains)
+    interval = WINDOW / HITS
+    began = burst_done = time.monotonic()
+    # Every first request is due at once: the burst ends with a short batch, or after an interval
+    # when the client cannot pop as fast as the throttle allows.
+    while len(frontier.pop(SPIDER, POP_BATCH, THROTTLED, SCAN_LIMIT).leases) == POP_BATCH:
+        burst_done = time.monotonic()
+        if burst_done - began > interval:
+            break
+    # Measured from half an interval after the burst, for whole intervals: each domain's later
+    # requests fall due once per interval, so the window holds exactly measure/interval of them.
+    pop_for(frontier, THROTTLED, burst_done + interval / 2 - time.monotonic())
+    client.config_set("slowlog-max-len", 2_000_000)
+    client.config_set("slowlog-log-slower-than", 0)
+    client.slowlog_reset()
+    sizes: list[int] = []
+    leases, pops, elapsed = pop_for(frontier, THROTTLED, measure_s, sizes)
+    client.config_set("slowlog-log-slower-than", 10_000)
+    times = pop_times(client, frontier.scripts.pop.sha)
+    per_lease = [us / n for us, n in zip(times, sizes, strict=False) if n]
+    client.slowlog_reset()
+    allowed = domains * HITS / WINDOW
+    rate = leases / elapsed
+    return {
+        "domains": domains,
+        "allowed_per_s": round(allowed, 1),
+        "throttle_off_per_s": round(off_rate, 1),
+        "leases_per_s": round(rate, 1),
+        "ratio": round(rate / min(allowed, off_rate), 3),
+        "pops": pops,
+        "pop_p50_us": percentile(times, 50) if times else None,
+        "pop_p99_us": percentile(times, 99) if times else None,
+        "per_lease_p50_us": round(percentile(per_lease, 50), 1) if per_lease else None,
+        "per_lease_p99_us": round(percentile(per_lease, 99), 1) if per_lease else None,
+        "mean_batch": round(leases / max(1, sum(1 for n in sizes if n)), 2),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--domains", type=int, nargs="+", default=[100, 1000, 10_000, 100_000])
+    parser.add_argument("--measure", type=float, default=2 * WINDOW / HITS,
+                        help="seconds of steady state measured per N (whole throttle intervals)")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmp:
+        services = start_local_services(Path(tmp), services=["redis"])
+        try:
+            client = redis.Redis(host="127.0.0.1", port=services.redis.port)
+            for n in args.domains:
+                row = measure(client, n, args.measure)
+                rows.append(row)
+                print(f"N={n:>7}: {row['leases_per_s']:>9} leases/s, allowed {row['allowed_per_s']:>9}, "
+                      f"throttle off {row['throttle_off_per_s']:>9}, ratio {row['ratio']}, "
+                      f"pop p50 {row['pop_p50_us']} us, p99 {row['pop_p99_us']} us, per lease p50 "
+                  f"{row['per_lease_p50_us']} us, p99 {row['per_lease_p99_us']} us", flush=True)
+        finally:
+            services.stop_all()
+    smallest, largest = rows[0], rows[-1]
+    # A pop at 100 domains leases one request (16.7 fall due per second), at 100,000 a full batch:
+    # the cost compared is the pop's Redis time per leased request.
+    p50_ratio = (largest["per_lease_p50_us"] or 0) / max(smallest["per_lease_p50_us"] or 1, 1)
+    figures: dict[str, Any] = {f"n{r['domains']}": r for r in rows}
+    figures["pop_p50_ratio_largest_vs_smallest"] = round(p50_ratio, 2)
+    checks = {f"leases >= 0.95x min(allowed, throttle-off) at N={r['domains']}": r["ratio"] >= 0.95 for r in rows}
+    checks["pop p50 per lease at the largest N <= 1.5x at the smallest"] = p50_ratio <= 1.5
+    print(f"pop p50 per lease, N={largest['domains']} vs N={smallest['domains']}: {p50_ratio:.2f}x")
+    print_checks(checks)
+    write_result("frontier_scale", figures, checks)
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

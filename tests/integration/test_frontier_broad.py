@@ -1,0 +1,89 @@
+"""The frontier at broad-crawl scale (issue 16), on a real Redis and a real Redis Cluster: every domain
+is reached whatever their number, each is served within two of its intervals, a domain that becomes
+due is not starved by domains that stay due, live overrides apply at once, and domains an older Shoal
+queued (in neither set) are adopted."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import pytest
+import redis
+
+from tests.integration.test_frontier import new
+from tests.support.frontier_keys import every_key
+from utils.frontier import Frontier, ThrottlePolicy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def frontier(redis_db: redis.Redis) -> Frontier:
+    return Frontier(redis_db, lease_timeout=300)
+
+
+def fill(frontier: Frontier, domains: int, per_domain: int, priority: int = 1) -> None:
+    batch = [new(f"http://d{d}.test/{i}", f"d{d}.test", priority) for i in range(per_domain) for d in range(domains)]
+    for start in range(0, len(batch), 2000):
+        assert set(frontier.enqueue(batch[start : start + 2000])) == {"queued"}
+
+
+def test_every_domain_is_reached_with_a_small_scan_budget(frontier: Frontier) -> None:
+    fill(frontier, domains=3000, per_domain=2)  # six times the old scan limit of 500 domain heads
+    policy = ThrottlePolicy(hits=1, window=600, moderated=False)
+    served: list[str] = []
+    for _ in range(200):
+        popped = frontier.pop("link", 100, policy, scan_limit=50)
+        served += [lease.domain for lease in popped.leases]
+        if not popped.leases and popped.retry_after and popped.retry_after > 500:
+            break
+    assert len(served) == 3000  # one hit per domain per 600 s: the first request of each
+    assert len(set(served)) == 3000
+
+
+def test_every_domain_is_served_within_two_of_its_intervals(frontier: Frontier) -> None:
+    fill(frontier, domains=300, per_domain=8)
+    policy = ThrottlePolicy(hits=10, window=10, moderated=True)  # one hit per domain every 1 s
+    leased_at: dict[str, list[float]] = defaultdict(list)
+    started = time.monotonic()
+    while time.monotonic() - started < 5.0:
+        for lease in frontier.pop("link", 64, policy).leases:
+            leased_at[lease.domain].append(time.monotonic())
+        time.sleep(0.01)
+    assert len(leased_at) == 300
+    gaps = [b - a for times in leased_at.values() for a, b in zip(times, times[1:], strict=False)]
+    assert min(gaps) >= 0.9  # the moderated spacing, at the moment of the lease
+    assert max(gaps) <= 2.0  # no domain waits more than two intervals for its turn
+    assert all(len(times) >= 4 for times in leased_at.values())
+
+
+def test_a_domain_that_becomes_due_is_not_starved_by_one_that_stays_due(frontier: Frontier) -> None:
+    frontier.enqueue([new(f"http://busy.test/{i}", "busy.test") for i in range(2000)])  # older requests
+    frontier.enqueue([new(f"http://late.test/{i}", "late.test") for i in range(20)])
+    policy = ThrottlePolicy(hits=1, window=0.5, overrides={"busy.test": (0, 1)}, moderated=False)
+    order = [lease.domain for _ in range(4) for lease in frontier.pop("link", 1, policy).leases]
+    assert order.count("late.test") == 1  # at once, although busy.test's requests are all older
+    time.sleep(0.6)  # late.test is due again
+    order = [lease.domain for _ in range(4) for lease in frontier.pop("link", 1, policy).leases]
+    assert order.count("late.test") == 1
+
+
+def test_a_changed_override_applies_before_the_old_due_time(frontier: Frontier) -> None:
+    frontier.enqueue([new(f"http://slow.test/{i}", "slow.test") for i in range(5)])
+    slow = ThrottlePolicy(hits=1, window=600, moderated=False)
+    assert len(frontier.pop("link", 5, slow).leases) == 1
+    assert frontier.pop("link", 5, slow).leases == []  # snoozed for 600 s
+    fast = ThrottlePolicy(hits=1, window=600, moderated=False, overrides={"slow.test": (20, 1)})
+    assert len(frontier.pop("link", 5, fast).leases) >= 1
+
+
+def test_domains_in_neither_set_are_adopted(frontier: Frontier, redis_db: redis.Redis) -> None:
+    fill(frontier, domains=40, per_domain=1)
+    for pattern in ("*link:ready*", "*link:snoozed", "*link:policy"):
+        for key in every_key(redis_db, pattern):
+            redis_db.delete(key)  # as an older Shoal left its queues: heads and queues only
+    served: set[str] = set()
+    for _ in range(20):
+        served |= {lease.domain for lease in frontier.pop("link", 10, ThrottlePolicy(hits=0), scan_limit=8).leases}
+    assert len(served) == 40

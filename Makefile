@@ -4,13 +4,13 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBIAN_PACKAGES := redis-server zookeeper tinyproxy docker-compose chromium
+DEBIAN_PACKAGES := redis-server zookeeper tinyproxy docker-compose chromium postgresql
 PYTEST_ARGS ?=
 
 .PHONY: run test test-fast lint typecheck bench install system-deps down status clean
 
 run: install system-deps  ## start a local cluster, crawl the bundled demo site, show the pages
-	$(BIN)/shoal up
+	$(BIN)/shoal up --services kafka,redis,zookeeper,postgres
 	$(BIN)/shoal demo
 
 test: install system-deps lint typecheck  ## the whole suite: unit, integration, end-to-end
@@ -24,7 +24,7 @@ lint: install
 	$(BIN)/lint-imports
 
 typecheck: install
-	$(BIN)/mypy utils kafka_monitor redis_monitor crawler rest
+	$(BIN)/mypy utils kafka_monitor redis_monitor crawler rest sink
 
 bench: install system-deps  ## every benchmark of bench/, results in bench/results/latest.json
 	$(BIN)/python -m bench

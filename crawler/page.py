@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import os
+import socket
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
@@ -72,7 +74,13 @@ def identity(meta: dict[str, Any]) -> dict[str, Any]:
         "request_id": meta.get("request_id") or (lease.request_id if lease else None),
         "attempt": meta.get("attempt", 0),
         "curdepth": meta.get("curdepth", 0),
+        "worker": worker_id(),
     }
+
+
+def worker_id() -> str:
+    """`<host>:<pid>` of the crawler process that fetched the page (the sink's crawl log keeps it)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def body_fields(response: Response, base64_bodies: bool) -> dict[str, Any]:

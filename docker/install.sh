@@ -21,5 +21,5 @@ venv="$(cd "$venv" && pwd)"
 "$venv/bin/python" -m pip install --quiet "$source_dir"
 # Fail the build now if a package did not make it into the install (from /, not the source tree).
 cd /
-"$venv/bin/python" -c "import utils.cli.main, utils.observability.metrics, kafka_monitor.main, redis_monitor.main, rest.main, crawler.main"
+"$venv/bin/python" -c "import utils.cli.main, utils.observability.metrics, kafka_monitor.main, redis_monitor.main, rest.main, crawler.main, sink.main"
 "$venv/bin/shoal" --help >/dev/null

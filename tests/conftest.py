@@ -20,7 +20,7 @@ from tests.support.services import started_or_fail
 from utils.services import LocalServices, start_local_services
 from utils.services.redis_cluster import RedisClusterHandle
 
-pytest_plugins = ["tests.support.redis_cluster"]  # the session Redis Cluster fixtures (issue 12)
+pytest_plugins = ["tests.support.redis_cluster", "tests.support.postgres"]  # Redis Cluster (issue 12), PostgreSQL (19)
 
 MARKERS = {
     "integration": "needs the real Redis, ZooKeeper and broker of the session fixture",

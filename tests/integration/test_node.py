@@ -101,7 +101,8 @@ def test_up_status_down_runs_the_node_and_leaves_nothing(node: dict[str, Any]) -
     assert all(processes[f"services:{name}"]["pid"] > 0 for name in SERVICES)
     assert sorted(name for name in processes if "crawler" in name) == ["shoal:crawler-00", "shoal:crawler-01"]
     assert processes["shoal:renderer-00"]["state"] in ("STARTING", "RUNNING")  # a render spider, on request
-    assert report["services"] == {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+    assert report["services"] == {**{name: f"127.0.0.1:{port}" for name, port in ports.items()},
+                                  "postgres": "127.0.0.1:5432"}  # the sink's DSN, not started here
 
     again = _shoal(options, "up", "--crawlers", "2")
     assert again.returncode == 0

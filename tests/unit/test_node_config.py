@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,8 @@ from utils.node.config import child_environment, encode_environment, render_conf
 from utils.node.layout import NodeLayout, parse_services, resolve_layout
 from utils.node.status import format_table, process_rows
 
-SERVICES = ["redis", "zookeeper", "kafka"]
-COMPONENTS = ["kafka-monitor", "redis-monitor", "rest"]
+SERVICES = ["redis", "zookeeper", "kafka", "postgres"]
+COMPONENTS = ["kafka-monitor", "redis-monitor", "rest", "sink"]
 
 
 def _args(overrides: list[str], **extra: Any) -> argparse.Namespace:
@@ -118,13 +119,13 @@ def test_no_crawlers_renders_one_that_does_not_start(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("services", "started"),
-    [(None, SERVICES), ("none", []), ("redis", ["redis"]), ("kafka, zookeeper", ["zookeeper", "kafka"])],
+    [(None, SERVICES[:3]), ("none", []), ("redis", ["redis"]), ("kafka, zookeeper", ["zookeeper", "kafka"])],
 )
 def test_only_local_services_autostart(tmp_path: Path, services: str | None, started: list[str]) -> None:
     programs = _parse(tmp_path, services=services)
 
     assert [name for name in SERVICES if programs[f"services:{name}"].autostart] == started
-    assert all(programs[f"shoal:{name}"].autostart for name in COMPONENTS)
+    assert all(programs[f"shoal:{name}"].autostart for name in COMPONENTS if name != "sink")
 
 
 def test_local_services_default_to_the_setting(tmp_path: Path) -> None:
@@ -175,6 +176,17 @@ def test_a_value_supervisord_would_garble_is_refused(value: str) -> None:
         encode_environment({"SHOAL_USER_AGENT": value})
 
 
+def test_postgres_and_the_sink_start_only_when_postgres_is_a_local_service(tmp_path: Path) -> None:
+    default = _parse(tmp_path / "a")
+    assert not default["services:postgres"].autostart
+    assert not default["shoal:sink"].autostart
+    with_pg = _parse(tmp_path / "b", services="kafka,redis,zookeeper,postgres")
+    assert with_pg["services:postgres"].autostart
+    assert with_pg["shoal:sink"].autostart
+    assert with_pg["services:postgres"].stopsignal == signal.SIGINT  # fast shutdown: SIGTERM waits for clients
+    assert with_pg["shoal:sink"].command.split()[1:] == ["-m", "utils.cli.main", "sink"]
+
+
 def test_services_are_named_in_a_fixed_order_and_checked() -> None:
     assert parse_services("redis,kafka") == ("redis", "kafka")
     assert parse_services("none") == ()
@@ -185,7 +197,7 @@ def test_services_are_named_in_a_fixed_order_and_checked() -> None:
 
 def test_ports_come_from_the_first_host_of_each_list(tmp_path: Path) -> None:
     overrides = ["KAFKA_HOSTS=10.0.0.1:7002,10.0.0.2:7003", "ZOOKEEPER_HOSTS=10.0.0.3:7004,10.0.0.4:7005",
-                 "REDIS_PORT=7001", "REST_PORT=7006"]  # fmt: skip
+                 "REDIS_PORT=7001", "REST_PORT=7006", "SINK_POSTGRES_DSN=host=10.0.0.5,10.0.0.6 port=7007 dbname=x"]
     _settings, _args, layout = _node(tmp_path, overrides, services="kafka")
 
     assert layout.service_addresses() == {
@@ -193,6 +205,7 @@ def test_ports_come_from_the_first_host_of_each_list(tmp_path: Path) -> None:
         "redis": "127.0.0.1:7001",
         "zookeeper": "10.0.0.3:7004",
         "rest": "127.0.0.1:7006",
+        "postgres": "10.0.0.5:7007",
     }
     assert layout.run_dir == tmp_path / "run" / "n1"
 

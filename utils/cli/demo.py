@@ -16,6 +16,7 @@ import ujson
 import yaml
 from kafka import TopicPartition
 
+from utils.cli.demo_sink import show_stored_pages
 from utils.cli.kafka_tools import feed
 from utils.config.clients import ensure_topics, kafka_consumer, zookeeper_client
 from utils.config.settings import Settings
@@ -96,6 +97,7 @@ def demo_command(settings: Settings, args: argparse.Namespace) -> int:
         f"\nsummary: {len(seen)} pages from {len(hosts)} hosts in {elapsed:.1f} s "
         f"({len(seen) / max(elapsed, 1e-9):.1f} pages/s); expected {len(expected)}"
     )
+    show_stored_pages(settings, crawlid, len(seen))
     print("the cluster is still running: `shoal status` shows it, `shoal down` stops it")
     return 0 if len(seen) >= len(expected) else 1
 

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "new-spider": ("utils.cli.new_spider:new_spider_command", "write a working skeleton of a user spider"),
     "redis-monitor": ("redis_monitor.main:main", "run a redis monitor: actions, stats, expiry, reaper"),
     "rest": ("rest.main:main", "run the REST gateway"),
+    "sink": ("sink.main:main", "run a sink: pages and items from Kafka into PostgreSQL"),
     "feed": ("utils.cli.kafka_tools:feed_command", "send request(s) to the incoming topic"),
     "dump": ("utils.cli.kafka_tools:dump_command", "print the messages of a topic"),
     "up": ("utils.node:up_command", "start a node: local services and every component under supervisord"),
@@ -76,7 +77,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     if name == "new-spider":
         p.add_argument("name", help="spider name: lowercase letters, digits and _")
         p.add_argument("--dir", default=".", help="directory to write <name>.py into")
-    if name in ("kafka-monitor", "redis-monitor"):
+    if name in ("kafka-monitor", "redis-monitor", "sink"):
         p.add_argument("--burst", action="store_true", help="process what is there, then exit")
     if name == "feed":
         p.add_argument("json", nargs="?", help="one JSON request; '-' or omitted: one per line on stdin")
@@ -96,14 +97,14 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--crawlers", type=int, default=1, help="crawler processes on this node")
         p.add_argument("--renderers", type=int, default=0, help="render spiders (headless Chromium) on this node")
         p.add_argument("--spider", default="link", help="the spider the crawlers run (see `shoal spiders`)")
-        p.add_argument("--services", default=None, help="local services: kafka,redis,zookeeper | none")
+        p.add_argument("--services", default=None, help="local services: kafka,redis,zookeeper[,postgres] | none")
         p.add_argument("--node", default="default", help="node name (its own run directory)")
     if name in ("down", "status"):
         p.add_argument("--node", default="default")
     if name == "status":
         p.add_argument("--json", action="store_true", help="machine-readable output")
     if name == "service":
-        p.add_argument("name", choices=["redis", "zookeeper", "kafka"])
+        p.add_argument("name", choices=["redis", "zookeeper", "kafka", "postgres"])
         p.add_argument("--node", default="default")
     if name == "demo":
         p.add_argument("--hosts", type=int, default=3)
@@ -139,6 +140,7 @@ METRICS_COMPONENTS = {
     "crawl": "crawler",
     "redis-monitor": "redis-monitor",
     "rest": "rest",
+    "sink": "sink",
 }
 
 

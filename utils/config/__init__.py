@@ -1,7 +1,8 @@
 """Configuration and the process basics every other concept builds on.
 
 Owns: layered settings and their defaults (`settings`, `default_settings`, `settings_doc`), structured
-JSON logging (`log`), the one factory per client for Redis, Kafka and ZooKeeper (`clients`), the error
+JSON logging (`log`), the one factory per client for Redis, Kafka and ZooKeeper (`clients`) and
+PostgreSQL (`postgres`: the sink's DSN and password), the error
 tree (`errors`), the plugin loader of both monitors (`plugins`) and credential redaction (`redact`).
 May import: nothing else of `utils` (it is the bottom layer).
 """

@@ -216,3 +216,20 @@ LOG_BACKUPS = 5  # files; rotated log files kept
 # --- Local node (`shoal up`) -------------------------------------------------------------------
 RUN_DIR = ".shoal/run"  # directory of a node's supervisord, logs, pids and service data
 LOCAL_SERVICES = "kafka,redis,zookeeper"  # local services `shoal up` starts on the ports above; "none"
+
+# --- Sink: results into PostgreSQL (`shoal sink`) ----------------------------------------------
+SINK_POSTGRES_DSN = "postgresql://shoal@127.0.0.1:5432/shoal"  # libpq URL or key=value string, no password in it
+SINK_POSTGRES_PASSWORD = ""  # secret; the role's password (give it as SHOAL_SINK_POSTGRES_PASSWORD); never logged
+SINK_POSTGRES_PASSWORD_FILE = ""  # path; a file whose first line is the password (wins over SINK_POSTGRES_PASSWORD)
+SINK_POSTGRES_CONNECT_TIMEOUT = 5  # seconds; connect timeout of the sink's PostgreSQL connection
+SINK_DB_SCHEMA = "shoal"  # PostgreSQL schema of the sink's tables, created and migrated by the sink
+SINK_PAGES_TABLE = "pages"  # table name; one row per (appid, url): the latest content of each page
+SINK_ITEMS_TABLE = "items"  # table name; one row per (appid, item key): the latest version of each item
+SINK_CRAWL_LOG_TABLE = "crawl_log"  # table name; append-only, one row per page message (every attempt)
+SINK_STORE_BODY = True  # bool; keep page bodies in the pages table (else only their content hash)
+SINK_ITEM_KEY = "url"  # field name; an item's key when its message names none in `item_key`
+SINK_GROUP = "demo-sink"  # consumer group of the sinks (any number of sinks share the topics' partitions)
+SINK_BATCH = 2000  # messages; most messages one transaction writes (COPY + one upsert per table)
+SINK_BATCH_LINGER = 0.1  # seconds; most time a sink keeps polling to fill a batch before writing it
+SINK_RETRY_MAX_BACKOFF = 10.0  # seconds; longest wait between two tries of a batch while PostgreSQL is down
+SINK_TOPIC_REFRESH = 10.0  # seconds; how soon a sink notices a new topic to read (the items topic)

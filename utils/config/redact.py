@@ -6,6 +6,7 @@ Redis keeps them (the crawler needs them), but logs, answers and dead-letter rec
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -28,3 +29,12 @@ def redact_request(request: Any) -> Any:
     if isinstance(request, dict) and isinstance(request.get("proxy"), str):
         return {**request, "proxy": redact_url(request["proxy"])}
     return request
+
+
+_DSN_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+_DSN_USERINFO = re.compile(r"^(\w+://[^:/@?#]*):[^@/?#]*@")
+
+
+def redact_dsn(dsn: str) -> str:
+    """A libpq DSN without its password, in URL (`user:pass@`, `?password=`) or key=value form."""
+    return _DSN_PASSWORD.sub(r"\1***", _DSN_USERINFO.sub(r"\1:***@", dsn))

@@ -20,7 +20,7 @@ from typing import Any
 
 from utils.config.errors import ConfigError
 from utils.config.settings import ENV_PREFIX, SETTINGS_FILE_ENV, Settings, default_values
-from utils.node.layout import NodeLayout, repo_root
+from utils.node.layout import NODE_SERVICES, NodeLayout, repo_root
 
 TEMPLATE_PATH = repo_root() / "supervisord.conf"
 _INLINE_COMMENT = re.compile(r"\s[;#]")
@@ -128,7 +128,8 @@ def render_config(
         "renderers": str(max(renderers, 1)),
         "renderer_autostart": "true" if renderers > 0 else "false",
         "environment": encode_environment(environment),
-        **{f"{name}_autostart": _autostart(name, layout.local) for name in ("redis", "zookeeper", "kafka")},
+        **{f"{name}_autostart": _autostart(name, layout.local) for name in NODE_SERVICES},
+        "sink_autostart": _autostart("postgres", layout.local),  # else `supervisorctl start shoal:sink`
     }
     return Template(template.read_text(encoding="utf-8")).substitute(values)
 

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from utils.config.errors import ConfigError
+from utils.config.postgres import postgres_address
 from utils.config.settings import Settings
 from utils.services.argv import HOST, SERVICE_NAMES
 
-DEFAULT_PORTS = {"redis": 6379, "zookeeper": 2181, "kafka": 9092}
+DEFAULT_PORTS = {"redis": 6379, "zookeeper": 2181, "kafka": 9092, "postgres": 5432}
+NODE_SERVICES = (*SERVICE_NAMES, "postgres")  # PostgreSQL only when asked for: `--services ...,postgres`
 SOCKET_PATH_MAX = 100  # bytes; AF_UNIX paths are limited to 108 on Linux, 104 on macOS
 STATE_FILE = "node.json"  # what `shoal up` started, for `shoal status`
 
@@ -26,13 +28,13 @@ def repo_root() -> Path:
 
 
 def parse_services(raw: str) -> tuple[str, ...]:
-    """`"kafka,redis"` -> those names in SERVICE_NAMES order; `"none"` or empty -> none."""
+    """`"kafka,redis"` -> those names in NODE_SERVICES order; `"none"` or empty -> none."""
     names = {part.strip().lower() for part in raw.split(",") if part.strip()}
     names.discard("none")
-    unknown = names - set(SERVICE_NAMES)
+    unknown = names - set(NODE_SERVICES)
     if unknown:
-        raise ConfigError(f"unknown local services {sorted(unknown)}; expected some of {list(SERVICE_NAMES)}")
-    return tuple(name for name in SERVICE_NAMES if name in names)
+        raise ConfigError(f"unknown local services {sorted(unknown)}; expected some of {list(NODE_SERVICES)}")
+    return tuple(name for name in NODE_SERVICES if name in names)
 
 
 def _first_address(hosts: list[str], default_port: int) -> tuple[str, int]:
@@ -56,6 +58,7 @@ def configured_addresses(settings: Settings) -> dict[str, tuple[str, int]]:
         "redis": (settings.get_str("REDIS_HOST"), settings.get_int("REDIS_PORT")),
         "zookeeper": _first_address(settings.get_list("ZOOKEEPER_HOSTS"), DEFAULT_PORTS["zookeeper"]),
         "rest": (settings.get_str("REST_HOST"), settings.get_int("REST_PORT")),
+        "postgres": postgres_address(settings, HOST, DEFAULT_PORTS["postgres"]),
     }
 
 

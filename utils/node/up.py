@@ -23,7 +23,7 @@ from utils.node.control import (
     start_supervisord,
     stop_node,
 )
-from utils.node.layout import NodeLayout, resolve_layout
+from utils.node.layout import NODE_SERVICES, NodeLayout, resolve_layout
 from utils.node.status import format_addresses, format_table, process_rows
 from utils.services.argv import HOST
 from utils.services.local import PROBES
@@ -88,7 +88,9 @@ def wait_services(layout: NodeLayout, timeout: float = SERVICE_TIMEOUT) -> tuple
 
 def _spawned_rows(layout: NodeLayout, crawlers: int, renderers: int = 0) -> list[dict[str, object]]:
     """The process rows once supervisord has spawned every autostart program (or SPAWN_TIMEOUT)."""
-    idle = {f"services:{name}" for name in ("redis", "zookeeper", "kafka") if name not in layout.local}
+    idle = {f"services:{name}" for name in NODE_SERVICES if name not in layout.local}
+    if "postgres" not in layout.local:
+        idle.add("shoal:sink")
     if crawlers == 0:
         idle.add("shoal:crawler-00")
     if renderers == 0:

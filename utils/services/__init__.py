@@ -1,7 +1,8 @@
 """Launch Redis, ZooKeeper and the Kafka-protocol broker locally: tests, `shoal up`, benchmarks.
 
 `argv` builds the command lines (also exec'd by `shoal service <name>` under supervisord),
-`probes` answers "is it up", `process` runs one service, `local` runs the three together.
+`probes` answers "is it up", `process` runs one service, `local` runs the three together;
+`postgres` is Debian's PostgreSQL for the sink (initdb, then the server; only on request).
 May import: `utils.config` (services are started before anything else exists).
 """
 

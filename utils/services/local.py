@@ -13,12 +13,15 @@ from pathlib import Path
 from types import TracebackType
 
 from utils.services.argv import HOST, SERVICE_NAMES, service_argv
+from utils.services.postgres import postgres_ready
 from utils.services.probes import broker_ready, redis_ready, zookeeper_ready
 from utils.services.process import LocalService, Probe, ServiceError, free_ports
 
 log = logging.getLogger(__name__)
 
-PROBES: dict[str, Probe] = {"redis": redis_ready, "zookeeper": zookeeper_ready, "kafka": broker_ready}
+PROBES: dict[str, Probe] = {
+    "redis": redis_ready, "zookeeper": zookeeper_ready, "kafka": broker_ready, "postgres": postgres_ready,
+}  # fmt: skip
 
 
 class LocalServices:

@@ -84,8 +84,10 @@ class LocalService:
         probe: Probe,
         host: str = "127.0.0.1",
         pid_path: Path | None = None,
+        stop_signal: signal.Signals = signal.SIGTERM,
     ) -> None:
         self.name = name
+        self.stop_signal = stop_signal  # PostgreSQL: SIGINT (its SIGTERM waits for every client)
         self.argv = list(argv)
         self.port = port
         self.host = host
@@ -147,17 +149,17 @@ class LocalService:
             time.sleep(POLL_INTERVAL)
 
     def stop(self, timeout: float = 10) -> None:
-        """SIGTERM the group (resuming it if paused), SIGKILL after `timeout` seconds; reaps it."""
+        """`stop_signal` to the group (resuming it if paused), SIGKILL after `timeout` seconds; reaps it."""
         proc = self._proc
         if proc is None:
             return
         if proc.poll() is None:
-            _signal_group(proc.pid, signal.SIGTERM)
+            _signal_group(proc.pid, self.stop_signal)
             _signal_group(proc.pid, signal.SIGCONT)  # a stopped process handles SIGTERM only after
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                log.warning("%s ignored SIGTERM for %g s, killing it", self.name, timeout)
+                log.warning("%s ignored %s for %g s, killing it", self.name, self.stop_signal.name, timeout)
                 _signal_group(proc.pid, signal.SIGKILL)
         self._reap(proc)
 

@@ -1,0 +1,144 @@
+"""The sink's tables, created and migrated by the sink itself: versioned, idempotent, safe to race.
+
+Each migration runs once, in order, recorded in `<schema>.sink_migrations`; every sink that starts
+takes the same advisory lock first, so two sinks starting together do not both migrate. Table names
+come from the settings (SINK_DB_SCHEMA, SINK_*_TABLE); the migrations are written against them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from utils.config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+LOCK_ID = 0x5A0A15  # pg_advisory_xact_lock key shared by every sink's migration step
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Qualified names of the sink's tables."""
+
+    schema: str = "shoal"
+    pages: str = "pages"
+    items: str = "items"
+    crawl_log: str = "crawl_log"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Tables:
+        return cls(
+            schema=settings.get_str("SINK_DB_SCHEMA"),
+            pages=settings.get_str("SINK_PAGES_TABLE"),
+            items=settings.get_str("SINK_ITEMS_TABLE"),
+            crawl_log=settings.get_str("SINK_CRAWL_LOG_TABLE"),
+        )
+
+    def names(self) -> dict[str, sql.Composable]:
+        """Placeholders of the SQL templates: `{pages}`, `{pages_crawl_idx}`, ... `{migrations}`."""
+        found: dict[str, sql.Composable] = {"schema": sql.Identifier(self.schema)}
+        for name in ("pages", "items", "crawl_log"):
+            table = getattr(self, name)
+            found[name] = sql.Identifier(self.schema, table)
+            found[f"{name}_crawl_idx"] = sql.Identifier(f"{table}_crawl_idx")
+            found[f"{name}_url_idx"] = sql.Identifier(f"{table}_url_idx")
+        found["migrations"] = sql.Identifier(self.schema, "sink_migrations")
+        return found
+
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "pages, items and the crawl log", """
+CREATE TABLE IF NOT EXISTS {pages} (
+    appid text NOT NULL,
+    url text NOT NULL,
+    crawlid text,
+    spiderid text,
+    status_code integer,
+    content_hash bytea NOT NULL,
+    headers jsonb NOT NULL,
+    links jsonb NOT NULL,
+    body text,
+    first_seen timestamptz NOT NULL,
+    fetched_at timestamptz NOT NULL,
+    last_changed timestamptz NOT NULL,
+    PRIMARY KEY (appid, url)
+);
+CREATE TABLE IF NOT EXISTS {items} (
+    appid text NOT NULL,
+    item_key text NOT NULL,
+    crawlid text,
+    spiderid text,
+    url text,
+    item_type text,
+    item jsonb NOT NULL,
+    content_hash bytea NOT NULL,
+    first_seen timestamptz NOT NULL,
+    last_seen timestamptz NOT NULL,
+    last_changed timestamptz NOT NULL,
+    PRIMARY KEY (appid, item_key)
+);
+CREATE TABLE IF NOT EXISTS {crawl_log} (
+    id bigserial PRIMARY KEY,
+    request_id text,
+    attempt integer,
+    url text NOT NULL,
+    appid text,
+    crawlid text,
+    spiderid text,
+    worker text,
+    status_code integer,
+    success boolean NOT NULL,
+    error text,
+    fetched_at timestamptz NOT NULL,
+    logged_at timestamptz NOT NULL DEFAULT now(),
+    kafka_topic text NOT NULL,
+    kafka_partition integer NOT NULL,
+    kafka_offset bigint NOT NULL,
+    UNIQUE (kafka_topic, kafka_partition, kafka_offset)
+);
+"""),
+    (2, "indexes by crawl and by url", """
+CREATE INDEX IF NOT EXISTS {pages_crawl_idx} ON {pages} (appid, crawlid);
+CREATE INDEX IF NOT EXISTS {items_crawl_idx} ON {items} (appid, crawlid);
+CREATE INDEX IF NOT EXISTS {crawl_log_crawl_idx} ON {crawl_log} (appid, crawlid);
+CREATE INDEX IF NOT EXISTS {crawl_log_url_idx} ON {crawl_log} (url);
+"""),
+]
+
+
+def migrate(connection: psycopg.Connection[Any], tables: Tables) -> list[int]:
+    """Apply the migrations not yet recorded, in one transaction; returns the versions applied."""
+    names = tables.names()
+    applied: list[int] = []
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
+        connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {schema}").format(**names))
+        connection.execute(sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {migrations} (version integer PRIMARY KEY, description text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        ).format(**names))  # fmt: skip
+        done = {row[0] for row in connection.execute(sql.SQL("SELECT version FROM {migrations}").format(**names))}
+        for version, description, template in MIGRATIONS:
+            if version in done:
+                continue
+            connection.execute(sql.SQL(template).format(**names))  # type: ignore[arg-type]
+            connection.execute(
+                sql.SQL("INSERT INTO {migrations} (version, description) VALUES (%s, %s)").format(**names),
+                (version, description),
+            )
+            applied.append(version)
+    if applied:
+        log.info("Sink schema migrated", extra={"schema": tables.schema, "versions": applied})
+    return applied
+
+
+def schema_version(connection: psycopg.Connection[Any], tables: Tables) -> int:
+    """The highest migration recorded (0 before the first)."""
+    query = sql.SQL("SELECT coalesce(max(version), 0) FROM {migrations}").format(**tables.names())
+    row = connection.execute(query).fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,77 @@
+"""The sink's faults: PostgreSQL crashing and coming back, and a sink killed with SIGKILL mid-batch.
+
+In both, every message ends up stored exactly once: nothing is committed to Kafka before its
+transaction, and a replayed batch changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.cluster import TestCluster
+from tests.support.kafka import produce
+from tests.support.postgres import Postgres
+from tests.support.services import wait_until
+from tests.support.sink import RunningSink, count, page, sink_settings, wait_count
+from utils.services import LocalServices
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def plain_cluster(services: LocalServices, tmp_path: Path) -> Iterator[TestCluster]:
+    test_cluster = TestCluster(services, tmp_path)
+    yield test_cluster
+    test_cluster.stop_all()
+
+
+def _pages(start: int, n: int) -> list[dict[str, object]]:
+    return [page(f"http://127.0.0.19:8190/f{i}.html", f"<p>{i}</p>", i) for i in range(start, start + n)]
+
+
+def _send(cluster: TestCluster, messages: list[dict[str, object]]) -> None:
+    produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.topic("crawled_firehose"), messages)
+
+
+def test_postgres_crash_holds_the_batch_and_resumes_without_loss(
+    plain_cluster: TestCluster, own_postgres: Postgres, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink_settings(plain_cluster, own_postgres, pg_schema, SINK_RETRY_MAX_BACKOFF=0.5)
+    caplog.set_level("INFO", logger="sink")
+    sink = RunningSink(plain_cluster)
+    try:
+        _send(plain_cluster, _pages(0, 200))
+        wait_count(own_postgres, pg_schema, "crawl_log", 200)
+        own_postgres.service.kill()  # a crash: SIGKILL, recovery on the next start
+        _send(plain_cluster, _pages(200, 300))
+        wait_until(lambda: "PostgreSQL unavailable" in caplog.text, 30)
+        own_postgres.service.start()
+        own_postgres.service.wait_ready(60)
+        wait_count(own_postgres, pg_schema, "crawl_log", 500)
+        wait_count(own_postgres, pg_schema, "pages", 500)
+    finally:
+        sink.close()
+    messages = [record.getMessage() for record in caplog.records if record.name == "sink.loop"]
+    assert messages.count("PostgreSQL unavailable; holding the batch and retrying with back-off") == 1
+    assert messages.count("PostgreSQL available again; writing resumed") == 1
+
+
+def test_a_sink_killed_mid_batch_loses_and_duplicates_nothing(
+    plain_cluster: TestCluster, postgres: Postgres, pg_schema: str
+) -> None:
+    total = 20000
+    sink_settings(plain_cluster, postgres, pg_schema, SINK_BATCH=500)
+    _send(plain_cluster, _pages(0, total))
+    first = plain_cluster.start("sink", name="sink-1")
+    wait_until(lambda: count(postgres, pg_schema, "crawl_log") >= 2000, 90, interval=0.01,
+               message=f"the sink stored too little:\n{first.log_tail()}")  # fmt: skip
+    first.kill()
+    stored = count(postgres, pg_schema, "crawl_log")
+    assert stored < total, "the sink finished before it could be killed mid-way"
+    second = plain_cluster.start("sink", name="sink-2")
+    wait_count(postgres, pg_schema, "crawl_log", total, timeout=120)
+    wait_count(postgres, pg_schema, "pages", total)
+    assert second.alive()

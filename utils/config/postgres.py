@@ -1,0 +1,75 @@
+"""The PostgreSQL client factory: the DSN of the settings with the password from the environment or a file.
+
+The password is never part of SINK_POSTGRES_DSN as logged: it is read from SINK_POSTGRES_PASSWORD
+(set as SHOAL_SINK_POSTGRES_PASSWORD) or SINK_POSTGRES_PASSWORD_FILE and handed to libpq as a
+separate parameter; libpq's own PGPASSWORD and ~/.pgpass still apply when neither is set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+
+from utils.config.errors import ConfigError
+from utils.config.redact import redact_dsn
+from utils.config.settings import Settings
+
+APPLICATION_NAME = "shoal"
+
+
+def postgres_password(settings: Settings) -> str:
+    """The password: the first line of SINK_POSTGRES_PASSWORD_FILE, else SINK_POSTGRES_PASSWORD."""
+    path = settings.get_str("SINK_POSTGRES_PASSWORD_FILE")
+    if not path:
+        return settings.get_str("SINK_POSTGRES_PASSWORD")
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"SINK_POSTGRES_PASSWORD_FILE: cannot read {path}: {exc.strerror}") from None
+    return lines[0] if lines else ""
+
+
+def postgres_conninfo(settings: Settings) -> str:
+    """The full libpq connection string (with the password: never log it, log `postgres_target`)."""
+    extra: dict[str, str | int | None] = {
+        "connect_timeout": max(settings.get_int("SINK_POSTGRES_CONNECT_TIMEOUT"), 2),  # libpq's minimum
+        "application_name": APPLICATION_NAME,
+    }
+    password = postgres_password(settings)
+    if password:
+        extra["password"] = password
+    try:
+        return conninfo.make_conninfo(settings.get_str("SINK_POSTGRES_DSN"), **extra)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(f"SINK_POSTGRES_DSN is not a libpq connection string: {redact_dsn(str(exc))}") from None
+
+
+def postgres_target(settings: Settings) -> str:
+    """The DSN as it may be logged: without any password."""
+    return redact_dsn(settings.get_str("SINK_POSTGRES_DSN"))
+
+
+def postgres_address(settings: Settings, default_host: str, default_port: int) -> tuple[str, int]:
+    """Host and port of SINK_POSTGRES_DSN (the first, when it lists several); a unix socket path
+    or a DSN that does not parse gives the defaults (`shoal up` reports the port it would use)."""
+    try:
+        params = conninfo.conninfo_to_dict(settings.get_str("SINK_POSTGRES_DSN"))
+    except psycopg.ProgrammingError:
+        return default_host, default_port
+    host = str(params.get("host") or default_host).split(",")[0]
+    port = str(params.get("port") or default_port).split(",")[0]
+    if host.startswith("/") or not port.isdigit():
+        return default_host, default_port
+    return host, int(port)
+
+
+def postgres_connect(settings: Settings, autocommit: bool = False) -> psycopg.Connection[Any]:
+    """A new connection with the session time zone UTC (page timestamps are UTC without a zone)."""
+    connection = psycopg.connect(postgres_conninfo(settings), autocommit=autocommit)
+    connection.execute("SET TIME ZONE 'UTC'")
+    if not autocommit:
+        connection.commit()
+    return connection

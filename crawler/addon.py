@@ -51,6 +51,9 @@ class ShoalAddon:
         for name in PASSED_THROUGH:
             settings.set(name, shoal[name], "addon")
         settings.set("HTTPERROR_ALLOW_ALL", True, "addon")  # every status becomes a page message
+        # Only http(s) is fetched: a file:// (or ftp, s3, data) URL that slipped past the schemas
+        # must not put local files (/proc/self/environ: keys, passwords) on the firehose.
+        settings.set("DOWNLOAD_HANDLERS", dict.fromkeys(("file", "ftp", "s3", "data")), "addon")
         settings.set("TELNETCONSOLE_ENABLED", False, "addon")
         extensions = dict(settings.getdict("EXTENSIONS"))
         extensions["scrapy.extensions.remote_control.RemoteControl"] = None  # no open control port

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import tldextract
 from scrapy import Request
 from scrapy.crawler import Crawler
+from scrapy.downloadermiddlewares import cookies as scrapy_cookies
 from scrapy.downloadermiddlewares.cookies import CookiesMiddleware
 from scrapy.http import Response
 
@@ -25,6 +27,13 @@ class RetryStatusMiddleware:
         if response.status in self.codes and LEASE in request.meta and not request.meta.get("dont_retry"):
             raise RetryableStatus(response)
         return response
+
+
+# Scrapy's cookie middleware splits domains with a TLDExtract that fetches the public suffix list from
+# the internet on first use; Shoal's uses the snapshot bundled with tldextract, never the network.
+scrapy_cookies._split_domain = tldextract.TLDExtract(
+    suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
+)
 
 
 class PerRequestCookiesMiddleware(CookiesMiddleware):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,22 +12,23 @@ from scrapy.link import Link
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
 from crawler.spiders.base import RedisSpider
+from utils.config.safe_regex import InvalidRegex, any_search, check_regexes
+
+log = logging.getLogger(__name__)
 
 _EXTRACTORS: dict[tuple[Any, ...], LinkExtractor] = {}  # one compiled extractor per crawl's filters
 
 
 def link_extractor(meta: dict[str, Any]) -> LinkExtractor:
-    """Scrapy Cluster's extractor: allowed_domains match subdomains, deny wins over allow."""
+    """Scrapy Cluster's extractor (allowed_domains match subdomains); the regexes are applied after it."""
     filters = tuple(
         tuple(meta.get(name) or ()) if meta.get(name) is not None else None
-        for name in ("allow_regex", "deny_regex", "allowed_domains", "deny_extensions")
+        for name in ("allowed_domains", "deny_extensions")
     )
     extractor = _EXTRACTORS.get(filters)
     if extractor is None:
-        allow, deny, domains, extensions = filters
+        domains, extensions = filters
         extractor = LinkExtractor(
-            allow=allow or (),
-            deny=deny or (),
             allow_domains=domains or (),
             deny_extensions=IGNORED_EXTENSIONS if extensions is None else list(extensions),
         )
@@ -37,10 +39,29 @@ def link_extractor(meta: dict[str, Any]) -> LinkExtractor:
 
 
 def page_links(response: Response) -> list[Link]:
-    """The links a page's crawl follows (none from non-text responses)."""
+    """The links a page's crawl follows (none from non-text responses).
+
+    allow_regex / deny_regex run on RE2 (linear time: a hostile pattern cannot freeze the crawler);
+    deny wins over allow, as in Scrapy's LinkExtractor. A pattern RE2 refuses (the kafka monitor
+    refuses such crawls; one could still come from an older queue) follows no link of the page: the
+    page itself is sent and its lease settled, never renewed forever.
+    """
     if not isinstance(response, TextResponse):
         return []
-    return link_extractor(response.meta).extract_links(response)
+    meta = response.meta
+    allow, deny = meta.get("allow_regex") or (), meta.get("deny_regex") or ()
+    try:
+        check_regexes(allow)
+        check_regexes(deny)
+    except InvalidRegex as exc:
+        log.error("Invalid regex in crawl request; no links followed", extra={"error": str(exc), "url": response.url})
+        return []
+    links = link_extractor(meta).extract_links(response)
+    if allow:
+        links = [link for link in links if any_search(allow, link.url)]
+    if deny:
+        links = [link for link in links if not any_search(deny, link.url)]
+    return links
 
 
 class LinkSpider(RedisSpider):

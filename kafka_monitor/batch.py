@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from utils.config.redact import redact_request
+from utils.config.redact import redact_secrets
 from utils.frontier import NewRequest
 
 Command = Callable[[Any], None]  # adds its Redis commands to the batch's pipeline
@@ -70,5 +70,5 @@ class Batch:
         Fields left at a null default are not repeated on every line (a fifth of its cost, measured).
         """
         if self.verbose:
-            fields = {k: v for k, v in redact_request(message).items() if v is not None}
+            fields = {k: v for k, v in redact_secrets(message).items() if v is not None}
             self.log_events.append((event, {**fields, "parsed": True, "valid": True}))

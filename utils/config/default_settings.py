@@ -161,7 +161,7 @@ REST_HOST = "127.0.0.1"  # interface the REST gateway listens on
 REST_PORT = 5343  # TCP port of the REST gateway (Scrapy Cluster's FLASK_PORT)
 WAIT_FOR_RESPONSE_TIME = 5.0  # seconds; how long /feed waits for the answer before returning a poll_id
 REST_POLL_RESULT_TTL = 3600  # seconds; an answer nobody waited for stays in rest:poll:<uuid> this long
-REST_API_KEY = ""  # secret the mutating endpoints require in the X-API-Key header; empty = no key
+REST_API_KEY = ""  # secret every route but / and /dashboard requires (X-API-Key header); empty = no key
 REST_CORS_ORIGINS: list[str] = []  # list of origins allowed to call the gateway from a browser; empty = CORS off
 REST_HEARTBEAT_INTERVAL = 5.0  # seconds; period of the gateway's heartbeat and health probes (SC's SLEEP_TIME)
 REST_SAMPLE_INTERVAL = 2.0  # seconds; how often the gateway samples live crawls (rates, dashboard chart)

@@ -114,7 +114,6 @@ class KafkaPipeline:
         self.producer = producer
         self.firehose = settings.topic("crawled_firehose")
         self.dead_letter_topic = settings.topic("dead_letter")
-        self.appid_topics = settings.get_bool("KAFKA_APPID_TOPICS")
         self.max_size = settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE")
         self.deliveries = Deliveries()
 
@@ -140,8 +139,9 @@ class KafkaPipeline:
         key = (item.get("crawlid") or "").encode()
         done = self._send(self.firehose, key, value)
         more = []
-        if self.appid_topics and item.get("appid"):
-            more.append(self._send(self.settings.topic(f"crawled_{item['appid']}"), key, value))
+        per_appid = self.settings.appid_topic("crawled", item.get("appid"))
+        if per_appid is not None:
+            more.append(self._send(per_appid, key, value))
         if "dead_letter" in details:
             more.append(self._send(self.dead_letter_topic, key, encode(details["dead_letter"])))
         if more:  # the common page has one send: no DeferredList for it

@@ -17,7 +17,7 @@ from kafka_monitor.monitor import KafkaMonitor
 from tests.support.cluster import TestCluster
 from tests.support.frontier_keys import every_key, in_shard
 from tests.support.kafka import produce
-from utils.config.clients import redis_client
+from utils.config.clients import ensure_topics, redis_client
 from utils.frontier import keys
 
 pytestmark = pytest.mark.integration
@@ -134,3 +134,19 @@ def test_a_message_redis_refuses_is_isolated_and_the_rest_of_the_poll_is_written
     answers = outbound.wait_for(lambda got: any(a.get("uuid") == "broken" for a in got), 20)
     assert next(a for a in answers if a.get("uuid") == "broken")["action"] == "error"
     assert sorted(a["uuid"] for a in answers if a.get("action") == "crawl") == ["good-0", "good-1", "good-2"]
+
+
+def test_with_appid_topics_an_illegal_topic_name_never_holds_the_monitor(cluster: TestCluster, topic_reader) -> None:
+    """An error answer echoes the refused message's appid: `outbound_bad app` is no legal topic name."""
+    ensure_topics(cluster.settings, [cluster.settings.topic("outbound_goodapp")])
+    km = KafkaMonitor.from_settings(cluster.settings.copy_with(KAFKA_APPID_TOPICS=True))
+    outbound, own = topic_reader("outbound_firehose"), topic_reader("outbound_goodapp")
+    try:
+        feed(cluster, [{**GOOD, "uuid": "bad", "appid": "bad app"}, {**GOOD, "uuid": "bad2", "appid": "x" * 40 + "/"},
+                       good(0)])  # fmt: skip
+        assert drain(km, 3, timeout=30) == 3
+    finally:
+        km.close()
+    answers = outbound.wait_for(lambda got: len(got) >= 3, 20)
+    assert {a["uuid"] for a in answers} == {"bad", "bad2", "good-0"}
+    assert [a["uuid"] for a in own.wait_for(lambda got: len(got) >= 1, 20)] == ["good-0"]

@@ -89,6 +89,8 @@ class KafkaMonitor:
         self.max_backoff = settings.get_float("KAFKA_MONITOR_RETRY_MAX_BACKOFF")
         self.poll_ms = settings.get_int("KAFKA_CONSUMER_TIMEOUT")
         self.partitions = Partitions(consumer)
+        self.unassigned_grace = settings.get_float("KAFKA_MONITOR_UNASSIGNED_GRACE")
+        self._unassigned_since: float | None = time.monotonic()  # no partition yet: the group is joining
         self._in_flight: InFlight | None = None
         self._lag_at = 0.0  # monotonic time of the last consumer-lag update
 
@@ -306,8 +308,24 @@ class KafkaMonitor:
     def _tick(self) -> None:
         """Backpressure check and stats, each on its own clock."""
         mark_loop()
+        self._check_assignment(time.monotonic())
         self.partitions.set_paused("backpressure", self.backpressure.check())
         self.stats.tick(self.backpressure.state())
+
+    def _check_assignment(self, now: float) -> None:
+        """A monitor that lost its partitions (fenced out of the group, a broker that forgot it) reads
+        nothing while it looks alive: after KAFKA_MONITOR_UNASSIGNED_GRACE without any partition it
+        reports the `partitions` dependency down, so shoal_healthy (and the Docker health check) say so."""
+        if self.consumer.assignment():
+            if self._unassigned_since is not None:
+                self._unassigned_since = None
+                set_dependency_up("partitions", True)
+            return
+        if self._unassigned_since is None:
+            self._unassigned_since = now
+            log.warning("Kafka monitor has no partition assigned", extra={"topic": self.settings.incoming_topic})
+        if self.unassigned_grace > 0 and now - self._unassigned_since >= self.unassigned_grace:
+            set_dependency_up("partitions", False)
 
 
 _RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}

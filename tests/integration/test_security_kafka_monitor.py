@@ -17,8 +17,10 @@ from kafka_monitor.monitor import KafkaMonitor
 from tests.support.cluster import TestCluster
 from tests.support.frontier_keys import every_key, in_shard
 from tests.support.kafka import produce
+from tests.support.services import wait_until
 from utils.config.clients import ensure_topics, redis_client
 from utils.frontier import keys
+from utils.observability.metrics import is_healthy, set_dependency_up
 
 pytestmark = pytest.mark.integration
 
@@ -150,3 +152,20 @@ def test_with_appid_topics_an_illegal_topic_name_never_holds_the_monitor(cluster
     answers = outbound.wait_for(lambda got: len(got) >= 3, 20)
     assert {a["uuid"] for a in answers} == {"bad", "bad2", "good-0"}
     assert [a["uuid"] for a in own.wait_for(lambda got: len(got) >= 1, 20)] == ["good-0"]
+
+
+def test_a_monitor_that_lost_its_partitions_reports_itself_unhealthy(cluster: TestCluster) -> None:
+    km = KafkaMonitor.from_settings(cluster.settings.copy_with(KAFKA_MONITOR_UNASSIGNED_GRACE=0.5))
+    try:
+        wait_until(lambda: (km.run_once(), bool(km.consumer.assignment()))[1], timeout=30,
+                   message="the monitor never got a partition")  # fmt: skip
+        km.run_once()
+        assert is_healthy()
+        km.consumer.unsubscribe()  # the group took every partition away
+        wait_until(lambda: (km.run_once(), not is_healthy())[1], timeout=10, message="still healthy")
+        assert is_healthy() is False
+        km.consumer.subscribe([cluster.settings.incoming_topic], listener=km.partitions.listener())
+        wait_until(lambda: (km.run_once(), is_healthy())[1], timeout=30, message="never healthy again")
+    finally:
+        km.close()
+        set_dependency_up("partitions", True)

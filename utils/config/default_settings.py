@@ -107,6 +107,7 @@ KAFKA_MONITOR_PLUGINS: dict[str, int | None] = {  # plugin path -> rank (None di
 }
 KAFKA_MONITOR_WRITE_CHUNK = 500  # messages; a batch's pipeline is sent in chunks this size while the next is validated
 KAFKA_MONITOR_RETRY_MAX_BACKOFF = 10.0  # seconds; longest wait between two tries to write a batch while Redis is down
+KAFKA_MONITOR_UNASSIGNED_GRACE = 120.0  # seconds; with no partition this long a kafka monitor is unhealthy; 0 = never
 KAFKA_MONITOR_BACKPRESSURE_INTERVAL = 1.0  # seconds; shortest time between two checks of Redis memory and backlog
 KAFKA_MONITOR_MEMORY_HIGH_WATER = 0  # bytes; pause consuming at this Redis used_memory; 0 = 90 % of maxmemory, if set
 KAFKA_MONITOR_MEMORY_LOW_WATER = 0  # bytes; resume consuming below this used_memory; 0 = 80 % of the high-water mark

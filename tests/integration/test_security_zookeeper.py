@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
+from redis_monitor.plugins.zookeeper import ZookeeperMonitor
+from utils.config.clients import zookeeper_client
 from utils.frontier.domain_config import DomainConfig
 from utils.frontier.zookeeper import ConfigWatcher
 
@@ -58,5 +61,35 @@ def test_a_bad_update_is_refused_and_later_updates_still_apply(
         zk_client.set(path, b"domains:\n  example.com: {hits: 7, window: 60}\n")
         wait_for(7)
         assert all(c.domains["example.com"].hits in (5, 7) for c in seen)  # the bad one was never applied
+    finally:
+        watcher.stop()
+
+
+@pytest.mark.single_redis
+def test_with_zookeeper_auth_the_config_node_is_the_users_alone(cluster: Any, zk_client: KazooClient) -> None:
+    """Without credentials anyone reaching ZooKeeper could rewrite every crawler's throttle and blacklist."""
+    settings = cluster.settings.copy_with(ZOOKEEPER_AUTH="shoal:zk-secret",
+                                          ZOOKEEPER_ASSIGN_PATH=f"/shoal-acl-{uuid.uuid4().hex}/")  # fmt: skip
+    writer = ZookeeperMonitor.from_settings(settings, None)  # type: ignore[arg-type]
+    try:
+        writer.update({"action": "domain-update", "domain": "example.com", "hits": 5, "window": 60, "scale": 1.0})
+    finally:
+        writer.close()
+    path = settings.zookeeper_config_path
+    for denied in (zk_client.get, zk_client.get_acls):
+        with pytest.raises(NoAuthError):
+            denied(path)
+    with pytest.raises(NoAuthError):
+        zk_client.set(path, b"blacklist: [example.com]\n")
+
+    seen: list[DomainConfig] = []
+    got = threading.Event()
+    watcher = ConfigWatcher(zookeeper_client(settings), path, lambda config: (seen.append(config), got.set()))
+    watcher.start()
+    try:
+        assert got.wait(15)
+        assert seen[-1].domains["example.com"].hits == 5
+        acls, _ = watcher.client.get_acls(path)
+        assert [(acl.id.scheme, acl.id.id.split(":")[0]) for acl in acls] == [("digest", "shoal")]
     finally:
         watcher.stop()

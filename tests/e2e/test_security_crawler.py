@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.test_crawler_helpers import EchoServer, crawler_started, progress, seed
 from tests.support.cluster import TestCluster
@@ -129,3 +130,39 @@ def test_a_page_that_can_never_be_sent_ends_as_a_dead_letter(cluster: TestCluste
     letters = redis_client(cluster.settings, decode=True).lrange(keys.dead_letters("link", "testapp", "big"), 0, -1)
     assert len(letters) == 1
     assert "not sendable to Kafka" in json.loads(letters[0])["error"]
+
+
+@pytest.mark.parametrize("cluster", [OPEN], indirect=True)
+def test_numeric_spellings_of_a_blacklisted_address_are_not_fetched(cluster: TestCluster, zk_client) -> None:
+    """ZooKeeper blacklists 127.24.0.23; seeds spell it 2132279319, 0x7f.0x18.0.23 and 0177.030.0.027."""
+    path = cluster.settings.zookeeper_config_path
+    zk_client.ensure_path(path)
+    zk_client.set(path, yaml.safe_dump({"domains": {}, "blacklist": ["127.24.0.23"]}).encode())
+    with EchoServer("127.24.0.23", free_port("127.24.0.23")) as banned, \
+            EchoServer("127.24.0.24", free_port("127.24.0.24")) as control:  # fmt: skip
+        start_crawler(cluster)
+        port = banned.base.rsplit(":", 1)[1]
+        for i, host in enumerate(["2132279319", "0x7f.0x18.0.23", "0177.030.0.027"]):
+            seed(cluster, f"http://{host}:{port}/spelt{i}", crawlid="banned")
+        seed(cluster, f"{control.base}/ok", crawlid="control")
+        wait_until(lambda: control.of("/ok"), timeout=30, message="the control page was never fetched")
+        time.sleep(3.0)  # the blacklisted seeds had as long as the control one, and more
+        assert not banned.of("spelt0") and not banned.of("spelt1") and not banned.of("spelt2")  # noqa: PT018
+        assert progress(cluster, "banned").get("crawled", 0) == 0
+
+
+@pytest.mark.parametrize("cluster", [OPEN], indirect=True)
+@pytest.mark.parametrize("regex", ["(", "(a)\\1", "(?<=a)b"])
+def test_a_crawl_with_a_regex_re2_refuses_settles_instead_of_holding_its_lease(
+    cluster: TestCluster, topic_reader, regex: str
+) -> None:
+    """Such a crawl is refused by the kafka monitor; one already in the frontier must still end."""
+    firehose = topic_reader("crawled_firehose")
+    with EchoServer(ECHO_HOST, free_port(ECHO_HOST)) as echo:
+        start_crawler(cluster)
+        seed(cluster, f"{echo.base}/page", crawlid="regex", maxdepth=2, allow_regex=[regex])
+        wait_until(lambda: progress(cluster, "regex").get("crawled", 0) == 1, timeout=30,
+                   message="the page's lease never settled")  # fmt: skip
+        pages = firehose.wait_for(lambda got: len(got) >= 1, timeout=30)
+        assert pages[0]["links"] == []
+        assert progress(cluster, "regex").get("inflight", 0) == 0

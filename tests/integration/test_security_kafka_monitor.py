@@ -107,7 +107,7 @@ def test_a_lone_surrogate_or_nan_is_refused_alone(cluster: TestCluster, monitor,
         b'{"url": "http://good.example.com/s", "appid": "good\\ud800app", "crawlid": "c1", "uuid": "s1"}',
         b'{"url": "http://good.example.com/r", "appid": "good\xed\xa0\x80app", "crawlid": "c1", "uuid": "s2"}',
         b'{"url": "http://good.example.com/n", "appid": "goodapp", "crawlid": "c1", "priority": NaN}',
-        b'{"url": "http://good.example.com/i", "appid": "goodapp", "crawlid": "c1", "expires": 1e400}',
+        b'{"url": "http://good.example.com/i", "appid": "goodapp", "crawlid": "c1", "attrs": {"x": -Infinity}}',
     ]
     messages: list[Any] = [good(0), *poison, good(1)]
     feed(cluster, messages)

@@ -86,6 +86,10 @@ class ShoalAddon:
         for name in PASSED_THROUGH:
             put(name, shoal[name])
         _set_limits(put, shoal)
+        # Only http(s) is fetched: a file:// (or ftp, s3, data) URL that slipped past the schemas
+        # must not put local files (/proc/self/environ: keys, passwords) on the firehose.
+        never = dict.fromkeys(("file", "ftp", "s3", "data"))
+        put("DOWNLOAD_HANDLERS", {**settings.getdict("DOWNLOAD_HANDLERS"), **never})
         put("TELNETCONSOLE_ENABLED", False)
         put("LOG_LEVEL", shoal["LOG_LEVEL"])
         put("LOGSTATS_INTERVAL", 60.0)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 
+import tldextract
 from scrapy import Request
 from scrapy.crawler import Crawler
+from scrapy.downloadermiddlewares import cookies as scrapy_cookies
 from scrapy.downloadermiddlewares.cookies import CookiesMiddleware
 from scrapy.http import Response
 
@@ -45,6 +47,13 @@ class FetchTimeMiddleware:
         lease = request.meta.get(LEASE)
         if lease is not None:
             lease_fetched(self.crawler, lease, time.time())
+
+
+# Scrapy's cookie middleware splits domains with a TLDExtract that fetches the public suffix list from
+# the internet on first use; Shoal's uses the snapshot bundled with tldextract, never the network.
+scrapy_cookies._split_domain = tldextract.TLDExtract(
+    suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
+)
 
 
 class PerRequestCookiesMiddleware(CookiesMiddleware):

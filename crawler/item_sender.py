@@ -44,8 +44,9 @@ class ItemSender:
             return None
         key = (message.get("crawlid") or "").encode()
         done = self.kafka.send(self.topic, key, value)
-        if self.kafka.appid_topics and message.get("appid"):
-            more = self.kafka.send(self.kafka.settings.topic(f"items_{message['appid']}"), key, value)
+        per_appid = self.kafka.settings.appid_topic("items", message.get("appid"))
+        if per_appid is not None:
+            more = self.kafka.send(per_appid, key, value)
             done = defer.gatherResults([done, more], consumeErrors=True)
         done.addCallbacks(self._sent, self._not_sent, callbackArgs=(lease,), errbackArgs=(lease, message))
         return done

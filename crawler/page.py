@@ -13,10 +13,16 @@ from scrapy.http import Headers, Request, Response, TextResponse
 
 from crawler.meta import LEASE, ShoalMessage
 
+SECRET_REQUEST_HEADERS = frozenset({b"proxy-authorization"})  # a proxy's credentials, never on the firehose
+
 
 def header_dict(headers: Headers) -> dict[str, list[str]]:
     """Scrapy headers as `{name: [values]}` text (Scrapy Cluster's reconstruct_headers)."""
-    return {name.decode("latin-1"): [value.decode("latin-1") for value in values] for name, values in headers.items()}
+    return {
+        name.decode("latin-1"): [value.decode("latin-1") for value in values]
+        for name, values in headers.items()
+        if name.lower() not in SECRET_REQUEST_HEADERS
+    }
 
 
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ujson
+from kafka.errors import InvalidTopicError, MessageSizeTooLargeError, RecordListTooLargeError
 from scrapy.crawler import Crawler
 from twisted.internet import defer, reactor
 
@@ -110,6 +111,16 @@ class Deliveries:
             set_dependency_up("kafka", up)
 
 
+PERMANENT = (MessageSizeTooLargeError, RecordListTooLargeError, InvalidTopicError)  # no retry can succeed
+
+
+class _Failed:
+    """What a Deferred's errback gets (a Failure's `value`), for an error raised before any Deferred."""
+
+    def __init__(self, value: BaseException) -> None:
+        self.value = value
+
+
 class KafkaPipeline:
     def __init__(self, crawler: Crawler, settings: Settings, producer: Any) -> None:
         self.crawler = crawler
@@ -117,7 +128,6 @@ class KafkaPipeline:
         self.producer = producer
         self.firehose = settings.topic("crawled_firehose")
         self.dead_letter_topic = settings.topic("dead_letter")
-        self.appid_topics = settings.get_bool("KAFKA_APPID_TOPICS")
         self.max_size = settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE")
         self.deliveries = Deliveries()
         self.ledger = ledger_of(crawler)
@@ -142,12 +152,17 @@ class KafkaPipeline:
         _page_event("Scraped page", item, "emit")
         value = self._encode(item)
         key = (item.get("crawlid") or "").encode()
-        done = self.send(self.firehose, key, value)
-        more = []
-        if self.appid_topics and item.get("appid"):
-            more.append(self.send(self.settings.topic(f"crawled_{item['appid']}"), key, value))
-        if "dead_letter" in details:
-            more.append(self.send(self.dead_letter_topic, key, encode(details["dead_letter"])))
+        try:
+            done = self.send(self.firehose, key, value)
+            more = []
+            per_appid = self.settings.appid_topic("crawled", item.get("appid"))
+            if per_appid is not None:
+                more.append(self.send(per_appid, key, value))
+            if "dead_letter" in details:
+                more.append(self.send(self.dead_letter_topic, key, encode(details["dead_letter"])))
+        except PERMANENT as exc:  # refused by the producer itself (e.g. still too large without its body)
+            self._not_sent(_Failed(exc), item, lease)
+            return item
         if more:  # the common page has one send: no DeferredList for it
             done = defer.gatherResults([done, *more], consumeErrors=True)
         done.addCallbacks(self._sent, self._not_sent, callbackArgs=(item, lease, outcome, details),
@@ -178,8 +193,23 @@ class KafkaPipeline:
         return item
 
     def _not_sent(self, failure: Any, item: dict[str, Any], lease: Any) -> dict[str, Any]:
+        error = failure.value
+        if isinstance(error, defer.FirstError):
+            error = error.subFailure.value
+        if isinstance(error, PERMANENT):
+            # Sending it again can never succeed (too large, refused topic): releasing it would hand the
+            # page to crawler after crawler, its lease renewed forever. It ends as a dead letter.
+            log.error("Page can never be sent to Kafka; dead-lettered", extra={"url": item["url"], "error": str(error)})
+            details: dict[str, Any] = {}
+            if lease is not None:
+                reason = f"page not sendable to Kafka: {type(error).__name__}: {error}"
+                details["dead_letter"] = dead_letters.record(lease.record, reason, item.get("status_code"),
+                                                             int(item.get("attempt") or 0) + 1, "crawler")  # fmt: skip
+                record_dead_letter("unsendable")
+            self._settle(lease, "dead", details)
+            return item
         # The producer gave up (after delivery_timeout_ms): the request goes back to its queue.
-        log.error("Failed to send page to Kafka", extra={"url": item["url"], "error": str(failure.value)})
+        log.error("Failed to send page to Kafka", extra={"url": item["url"], "error": str(error)})
         self._settle(lease, "release", {})
         return item
 

@@ -8,6 +8,7 @@ on the outbound topic (API.md "Fixed" 1) and kept on the dead-letter topic; noth
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -58,6 +59,12 @@ class Dispatcher:
                 self._reject(batch, raw, origin, HANDLER_FAILED, f"{type(exc).__name__}: {exc}", failure=True)
         return batch
 
+    def refuse(self, record: ConsumerRecord, batch: Batch, message: str, cause: str) -> None:
+        """Answer and dead-letter one record that passed validation but that Redis refused alone."""
+        batch.total += 1
+        origin = Origin(record.topic, record.partition, record.offset)
+        self._reject(batch, _decode(record.value), origin, message, cause)
+
     def _match(self, raw: Any) -> tuple[Any, str, dict[str, Any]]:
         plugin, message = self._matcher.match(raw)
         return plugin, self._names[id(plugin)], message
@@ -81,10 +88,38 @@ class Dispatcher:
         batch.dead_letters.append(letter)
 
 
+# What ujson accepts but breaks a later step of the whole batch (the UTF-8 encoding of an answer or a
+# Redis command): a lone surrogate, escaped (\\ud800-\\udfff) or as raw bytes, or NaN / Infinity, which
+# no JSON consumer reads. Plain substring tests (C speed, no regex): only a message holding one is walked.
+_SUSPECT = (b"\\ud", b"\\uD", b"\xed", b"NaN", b"Infinity")
+
+
 def _decode(value: bytes | None) -> Any:
     if value is None:
         raise InvalidMessage(NOT_JSON, cause="empty message")
     try:
-        return ujson.loads(value)
+        parsed = ujson.loads(value)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidMessage(NOT_JSON, cause=str(exc)) from None
+    if any(marker in value for marker in _SUSPECT):
+        _check_clean(parsed)
+    return parsed
+
+
+def _check_clean(value: Any) -> None:
+    """Refuse what would break a later step of the whole batch: Redis, the answer's encoding, a float."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidMessage(NOT_JSON, cause="lone surrogate in a string") from None
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidMessage(NOT_JSON, cause="NaN or infinite number")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_clean(key)
+            _check_clean(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_clean(item)

@@ -24,6 +24,7 @@ import redis
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError
+from redis.exceptions import OutOfMemoryError  # type: ignore[attr-defined]  # types-redis predates it
 
 from kafka_monitor.backpressure import Backpressure
 from kafka_monitor.batch import Batch
@@ -88,6 +89,8 @@ class KafkaMonitor:
         self.max_backoff = settings.get_float("KAFKA_MONITOR_RETRY_MAX_BACKOFF")
         self.poll_ms = settings.get_int("KAFKA_CONSUMER_TIMEOUT")
         self.partitions = Partitions(consumer)
+        self.unassigned_grace = settings.get_float("KAFKA_MONITOR_UNASSIGNED_GRACE")
+        self._unassigned_since: float | None = time.monotonic()  # no partition yet: the group is joining
         self._in_flight: InFlight | None = None
         self._lag_at = 0.0  # monotonic time of the last consumer-lag update
 
@@ -200,7 +203,8 @@ class KafkaMonitor:
         try:
             statuses = self.writer.finish(in_flight.group)
         except RETRIABLE as exc:
-            statuses = self._write_with_retry(batch, stop, exc)
+            retried = self._write_with_retry(batch, stop, exc)
+            statuses = retried if retried is not None else self._isolate(in_flight, stop)
         if statuses.get("replayed") and batch.verbose:
             log.info("Skipped requests already written", extra={"replayed": statuses["replayed"]})
         self.outbound.send(batch)
@@ -233,16 +237,24 @@ class KafkaMonitor:
             self._lag_at = now
             update_consumer_lag(self.consumer)
 
-    def _write_with_retry(self, batch: Batch, stop: threading.Event | None, error: Exception) -> Counter[str]:
-        """Write the batch again; while Redis refuses, hold it with back-off and read nothing else."""
+    def _write_with_retry(self, batch: Batch, stop: threading.Event | None, error: Exception) -> Counter[str] | None:
+        """Write the batch again; while Redis is unavailable, hold it with back-off and read nothing else.
+
+        None when Redis refused what a message holds (a script error, a wrong type, an invalid
+        argument): retrying would hold the partition forever, so the caller isolates the message.
+        """
+        if _poison(error):
+            return None
         try:
             return self.writer.write_all(batch.requests, batch.commands)  # e.g. a stale connection
         except RETRIABLE as exc:
             error = exc
+        if _poison(error):
+            return None
         delay = 0.1
         self.partitions.set_paused("redis", True)
         while True:
-            # A ResponseError (out of memory, a script error) is retried too: nothing is dropped.
+            # Out of memory, loading, read-only, cluster moves: retried, nothing is dropped.
             event = (
                 "Redis refused the batch; kept, retrying"
                 if _refusal(error)
@@ -257,10 +269,35 @@ class KafkaMonitor:
                 statuses = self.writer.write_all(batch.requests, batch.commands)
             except RETRIABLE as exc:
                 error, delay = exc, min(delay * 2, self.max_backoff)
+                if _poison(error):
+                    self.partitions.set_paused("redis", False)
+                    return None
                 continue
             self.partitions.set_paused("redis", False)
             log.info("Redis is back; resuming", extra={"messages": batch.total})
             return statuses
+
+    def _isolate(self, in_flight: InFlight, stop: threading.Event | None) -> Counter[str]:
+        """Redis refused the batch: write it message by message; one it refuses alone is answered and
+        dead-lettered, every other message is written (a poison message never costs the rest)."""
+        batch = in_flight.batch
+        rebuilt, statuses = batch.emptied(), Counter[str]()
+        for record in in_flight.records:  # rare: only after a refusal
+            single = self.dispatcher.process([record], batch.emptied())
+            try:
+                written = self.writer.write_all(single.requests, single.commands)
+            except RETRIABLE as exc:
+                retried = self._write_with_retry(single, stop, exc)
+                if retried is None:
+                    single = batch.emptied()
+                    self.dispatcher.refuse(record, single, REFUSED, f"{type(exc).__name__}: {exc}")
+                    retried = Counter()
+                written = retried
+            statuses += written
+            rebuilt.absorb(single)
+        for name in ("requests", "commands", "answers", "dead_letters", "log_events", "handled", "failed"):
+            setattr(batch, name, getattr(rebuilt, name))
+        return statuses
 
     def _abandon(self, batches: list[InFlight | None]) -> None:
         """Give up batches not committed: they will be read (and written, idempotently) again."""
@@ -271,8 +308,24 @@ class KafkaMonitor:
     def _tick(self) -> None:
         """Backpressure check and stats, each on its own clock."""
         mark_loop()
+        self._check_assignment(time.monotonic())
         self.partitions.set_paused("backpressure", self.backpressure.check())
         self.stats.tick(self.backpressure.state())
+
+    def _check_assignment(self, now: float) -> None:
+        """A monitor that lost its partitions (fenced out of the group, a broker that forgot it) reads
+        nothing while it looks alive: after KAFKA_MONITOR_UNASSIGNED_GRACE without any partition it
+        reports the `partitions` dependency down, so shoal_healthy (and the Docker health check) say so."""
+        if self.consumer.assignment():
+            if self._unassigned_since is not None:
+                self._unassigned_since = None
+                set_dependency_up("partitions", True)
+            return
+        if self._unassigned_since is None:
+            self._unassigned_since = now
+            log.warning("Kafka monitor has no partition assigned", extra={"topic": self.settings.incoming_topic})
+        if self.unassigned_grace > 0 and now - self._unassigned_since >= self.unassigned_grace:
+            set_dependency_up("partitions", False)
 
 
 _RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
@@ -288,6 +341,18 @@ def _log_events(events: list[tuple[str, dict[str, Any]]]) -> None:
         record = logging.LogRecord(log.name, logging.INFO, __file__, 0, event, None, None)
         record.__dict__.update(fields)
         log.handle(record)
+
+
+# Refusals of Redis itself (retried); any other ResponseError is about what a message holds.
+_TRANSIENT = (redis.BusyLoadingError, OutOfMemoryError, redis.exceptions.NoScriptError,
+              redis.exceptions.ReadOnlyError, redis.exceptions.ClusterError, redis.exceptions.ClusterDownError,
+              redis.exceptions.TryAgainError, redis.exceptions.MovedError, redis.exceptions.AskError,
+              redis.exceptions.MasterDownError, redis.exceptions.NoPermissionError)  # fmt: skip
+REFUSED = "Redis refused the request"
+
+
+def _poison(error: Exception) -> bool:
+    return isinstance(error, redis.ResponseError) and not isinstance(error, _TRANSIENT)
 
 
 def _refusal(error: Exception) -> bool:

@@ -19,7 +19,6 @@ class Outbound:
         self.settings = settings
         self.outbound_topic = settings.topic("outbound_firehose")
         self.dead_letter_topic = settings.topic("dead_letter")
-        self.appid_topics = settings.get_bool("KAFKA_APPID_TOPICS")
 
     def send(self, batch: Batch) -> None:
         """Send and wait; raises the first KafkaError (then the batch is read again, not committed)."""
@@ -27,8 +26,9 @@ class Outbound:
         for answer in batch.answers:
             payload = answers.encode(answer)
             futures.append(self.producer.send(self.outbound_topic, payload))
-            if self.appid_topics and answer.get("appid"):
-                futures.append(self.producer.send(self.settings.topic(f"outbound_{answer['appid']}"), payload))
+            per_appid = self.settings.appid_topic("outbound", answer.get("appid"))
+            if per_appid is not None:
+                futures.append(self.producer.send(per_appid, payload))
         for letter in batch.dead_letters:
             futures.append(self.producer.send(self.dead_letter_topic, answers.encode(letter)))
         if futures:

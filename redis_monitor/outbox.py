@@ -34,7 +34,6 @@ class Outbox:
     def __init__(self, producer: KafkaProducer, settings: Settings) -> None:
         self.producer = producer
         self.settings = settings
-        self.appid_topics = settings.get_bool("KAFKA_APPID_TOPICS")
         self._open: dict[str | None, list[_Send]] = defaultdict(list)  # job entry id (None: no job)
 
     def answer(self, message: dict[str, Any], job_id: str | None = None) -> None:
@@ -88,9 +87,9 @@ class Outbox:
     def _fan_out(self, kind: str, message: dict[str, Any], job_id: str | None) -> None:
         value = answers.encode(message)
         self._send(self.settings.topic(f"{kind}_firehose"), value, job_id)
-        appid = message.get("appid")
-        if self.appid_topics and isinstance(appid, str) and appid:
-            self._send(self.settings.topic(f"{kind}_{appid}"), value, job_id)
+        per_appid = self.settings.appid_topic(kind, message.get("appid"))
+        if per_appid is not None:
+            self._send(per_appid, value, job_id)
 
     def _send(self, topic: str, value: bytes, job_id: str | None) -> None:
         self._open[job_id].append(_Send(topic, value, self._produce(topic, value)))

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import redis
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rest import envelope, openapi
-from rest.deps import API_KEY_HEADER
+from rest.deps import API_KEY_HEADER, require_key
 from rest.envelope import ApiError
 from rest.gateway import Gateway
 from rest.limits import BodyLimit
@@ -48,8 +48,10 @@ def create_app(settings: Settings) -> FastAPI:
         await asyncio.to_thread(gateway.close)
 
     app = FastAPI(title="Shoal REST gateway", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
-    for router in (core.router, crawls.router, cluster.router, dashboard.router):
-        app.include_router(router)
+    app.include_router(core.router)
+    app.include_router(dashboard.router)
+    for keyed in (crawls.router, cluster.router):  # every route reads crawl data: the key when one is set
+        app.include_router(keyed, dependencies=[Depends(require_key)])
     app.mount("/dashboard/static", StaticFiles(packages=[("rest", "static")]), name="dashboard-static")
     _add_error_handlers(app)
     origins = settings.get_list("REST_CORS_ORIGINS")

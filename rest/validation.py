@@ -15,8 +15,9 @@ from typing import Any
 
 import fastjsonschema
 import ujson
+from fastapi import Request
 
-from rest.envelope import BAD_SCHEMA, MUST_JSON, ApiError
+from rest.envelope import BAD_SCHEMA, MUST_JSON, NEED_JSON, ApiError
 from rest.limits import check_depth
 from utils import schemas
 from utils.config.address_policy import AddressPolicy
@@ -24,6 +25,14 @@ from utils.config.errors import InvalidMessage
 from utils.schemas.matching import Matcher
 
 REQUEST_KINDS = ("crawl", "action", "stats", "zookeeper")  # the kafka monitor's plugin ranks
+
+
+def require_json(request: Request) -> None:
+    """415 unless the body is declared application/json: a cross-site form or `text/plain` post (which
+    a browser sends without a preflight) is refused before its body is read."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise ApiError(415, NEED_JSON, f"Content-Type is {media or 'missing'}")
 
 
 def parse_json(raw: bytes, max_depth: int = 0) -> Any:

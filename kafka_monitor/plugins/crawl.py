@@ -9,9 +9,12 @@ from kafka_monitor.batch import Batch, Command, Origin
 from kafka_monitor.urls import domain_and_fingerprint
 from utils.config.address_policy import AddressPolicy
 from utils.config.errors import InvalidMessage
+from utils.config.safe_regex import InvalidRegex, check_regexes
 from utils.config.settings import Settings
 from utils.frontier import NewRequest, crawl_request, keys
 from utils.schemas.answers import server_time
+
+SCHEMES = ("http://", "https://")  # the only URLs a crawl may fetch (the schema says so too)
 
 
 class CrawlRequest(TypedDict, total=False):
@@ -65,9 +68,17 @@ class CrawlHandler:
         url = message["url"]
         if "://" not in url:
             url = message["url"] = "http://" + url  # as Scrapy Cluster's request_from_feed retry
+        if not url[:8].lower().startswith(SCHEMES):  # file://, ftp://, s3://, data: ... never fetched
+            cause = f"url: only http and https URLs are crawled, not {url[:40]!r}"
+            raise InvalidMessage("invalid crawl request", cause=cause)
         refusal = self.policy.url_refusal(url) if self.policy else None
         if refusal:
             raise InvalidMessage("refused crawl request", cause=f"url: refused by the address policy ({refusal})")
+        try:
+            check_regexes(message["allow_regex"])
+            check_regexes(message["deny_regex"])
+        except InvalidRegex as exc:
+            raise InvalidMessage("invalid crawl request", cause=f"regex {exc}") from None
         try:
             domain, fp = domain_and_fingerprint(url, message["method"], message["body"], not message["dont_filter"])
         except ValueError as exc:  # urlsplit: e.g. "Invalid IPv6 URL"

@@ -22,6 +22,7 @@ from rest.openapi import ENVELOPE_RESPONSES
 from rest.submit import submit
 from rest.validation import check
 from utils import schemas
+from utils.config.redact import redact_secrets
 from utils.frontier import keys, progress
 
 router = APIRouter()
@@ -72,7 +73,7 @@ async def list_dead_letters(
         pipe.llen(key)
         pipe.lrange(key, start, start + count - 1)
         total, raw = pipe.execute()
-        letters = [_decode(item) for item in raw]
+        letters = [redact_secrets(_decode(item)) for item in raw]  # cookies, tokens: never shown
         return {"appid": appid, "crawlid": crawlid, "spiderid": sid, "total": total, "dead_letters": letters}
 
     return success(await asyncio.to_thread(read))

@@ -16,8 +16,9 @@ from rest.envelope import BAD_REDIS_JSON, NO_POLL, NO_REDIS, ApiError, success
 from rest.gateway import Gateway
 from rest.openapi import ENVELOPE_RESPONSES, feed_body, poll_body
 from rest.submit import submit
-from rest.validation import match_request, parse_json, poll_id, refuse_url
+from rest.validation import match_request, parse_json, poll_id, refuse_url, require_json
 from utils.config.address_policy import AddressPolicy
+from utils.config.redact import redact_secrets
 from utils.frontier import keys
 
 log = logging.getLogger(__name__)
@@ -46,17 +47,20 @@ def index_post(gw: GatewayDep) -> dict[str, Any]:
 async def feed(request: Request, gw: GatewayDep) -> JSONResponse:
     """Validated against the kafka monitor's schemas, then sent to the incoming topic. With a uuid,
     `data` is the answer when it comes within WAIT_FOR_RESPONSE_TIME, else `{"poll_id": uuid}`."""
+    require_json(request)
     message = parse_json(await request.body(), gw.settings.get_int("REST_JSON_MAX_DEPTH"))
-    log.info("'feed' endpoint called", extra={"content": message})
+    log.info("'feed' endpoint called", extra={"content": redact_secrets(message)})
     if match_request(message) == "crawl":
         refuse_url(message, AddressPolicy.from_settings(gw.settings))
     return await submit(gw, message)
 
 
 @router.post("/poll", summary="Fetch an answer that came after /feed returned a poll_id",
-             openapi_extra=poll_body(), responses=ENVELOPE_RESPONSES)  # fmt: skip
+             openapi_extra=poll_body(), responses=ENVELOPE_RESPONSES,
+             dependencies=[Depends(require_key)])  # fmt: skip
 async def poll(request: Request, gw: GatewayDep) -> JSONResponse:
     """The stored answer, once: it is deleted as it is returned (404 until it arrives)."""
+    require_json(request)
     message = parse_json(await request.body(), gw.settings.get_int("REST_JSON_MAX_DEPTH"))
     wanted = poll_id(message)
     log.info("'poll' endpoint called", extra={"content": message})

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from importlib import resources
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from rest import overview
-from rest.deps import GatewayDep
+from rest.deps import GatewayDep, require_key
 from rest.envelope import success
 
 router = APIRouter(tags=["dashboard"])
@@ -29,6 +29,6 @@ def dashboard() -> HTMLResponse:
     return HTMLResponse(page, headers=SECURITY_HEADERS)
 
 
-@router.get("/dashboard/data", summary="Everything the dashboard shows, as JSON")
+@router.get("/dashboard/data", summary="Everything the dashboard shows, as JSON", dependencies=[Depends(require_key)])
 async def dashboard_data(gw: GatewayDep) -> JSONResponse:
     return success(await asyncio.to_thread(overview.build, gw))

@@ -193,7 +193,7 @@ def test_poll_refuses_a_body_outside_its_schema(http: httpx.Client, body: Any) -
 
 
 def test_poll_refuses_a_body_that_is_not_json(http: httpx.Client) -> None:
-    response = http.post("/poll", content=b"poll_id=1")
+    response = http.post("/poll", content=b"poll_id=1", headers={"Content-Type": "application/json"})
     assert (response.status_code, envelope_error(response)) == (400, {"message": envelope.MUST_JSON})
 
 

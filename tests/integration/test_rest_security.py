@@ -1,7 +1,9 @@
-"""The optional API key of the mutating endpoints, and CORS when origins are configured."""
+"""The API key on every route but health and the dashboard page, JSON-only bodies, redaction, and CORS
+(issue 24: with REST_API_KEY set, reads, polls and event streams needed no key; /feed took text/plain)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -10,6 +12,8 @@ import pytest
 from rest import envelope
 from tests.integration.test_rest_helpers import client_of, envelope_error, gateway_cluster, success_data
 from tests.support.cluster import TestCluster
+from utils.config.clients import redis_client
+from utils.frontier import dead_letters, keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -57,13 +61,65 @@ def test_mutating_endpoints_accept_the_key(http: httpx.Client, method: str, path
     assert data is None or "poll_id" in data  # sent; nothing answers actions in this cluster
 
 
-@pytest.mark.parametrize("path", ["/", "/crawls", "/dashboard", "/dashboard/data", "/dead-letters/keyapp/k1"])
-def test_reading_needs_no_key(http: httpx.Client, path: str) -> None:
+@pytest.mark.parametrize("path", ["/", "/dashboard", "/dashboard/static/dashboard.js"])
+def test_health_and_the_dashboard_page_need_no_key(http: httpx.Client, path: str) -> None:
     assert http.get(path).status_code == 200
 
 
-def test_poll_needs_no_key(http: httpx.Client) -> None:
-    assert http.post("/poll", json={"poll_id": "nothing-here"}).status_code == 404
+READING = [
+    ("GET", "/crawls"), ("GET", "/crawls/keyapp/k1"), ("GET", "/crawls/keyapp/k1/events"),
+    ("GET", "/stats/all"), ("GET", "/dead-letters/keyapp/k1"), ("GET", "/dashboard/data"), ("POST", "/poll"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("method", "path"), READING)
+@pytest.mark.parametrize("headers", [{}, {"X-API-Key": "wrong"}, {"Cookie": "shoal_api_key=wrong"}])
+def test_every_data_route_needs_the_key(http: httpx.Client, method: str, path: str, headers: dict) -> None:
+    response = http.request(method, path, json={"poll_id": "nothing-here"}, headers=headers)
+    assert response.status_code == 401
+    assert envelope_error(response)["message"] == envelope.NEED_KEY
+
+
+@pytest.mark.parametrize("headers", [{"X-API-Key": KEY}, {"Cookie": f"shoal_api_key={KEY}"}])
+def test_the_key_in_a_header_or_the_dashboard_cookie_opens_them(http: httpx.Client, headers: dict) -> None:
+    assert success_data(http.get("/crawls", headers=headers)) is not None
+    assert success_data(http.get("/dashboard/data", headers=headers)) is not None
+    assert http.post("/poll", json={"poll_id": "nothing-here"}, headers=headers).status_code == 404
+
+
+CONTENT_TYPES = ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data", None]
+
+
+@pytest.mark.parametrize("content_type", CONTENT_TYPES)
+@pytest.mark.parametrize("path", ["/feed", "/poll"])
+def test_bodies_must_be_declared_json(http: httpx.Client, path: str, content_type: str | None) -> None:
+    """A browser posts text/plain cross-site without a preflight: refused before the body is read."""
+    body = json.dumps({"url": "http://127.0.0.250:9/", "appid": "keyapp", "crawlid": "plain", "poll_id": "x"})
+    headers = {"X-API-Key": KEY, **({"Content-Type": content_type} if content_type else {})}
+    response = http.post(path, content=body.encode(), headers=headers)
+    assert response.status_code == 415
+    assert envelope_error(response)["message"] == envelope.NEED_JSON
+
+
+def test_dead_letters_and_logs_show_no_cookie_or_token(keyed: TestCluster, http: httpx.Client) -> None:
+    letter = dead_letters.record(
+        {"url": "http://a.example.com/", "appid": "keyapp", "crawlid": "secrets", "spiderid": "link",
+         "cookie": "session=COOKIE-VALUE", "headers": {"Authorization": "Bearer TOKEN-VALUE"},
+         "proxy": "http://alice:PROXY-PASSWORD@127.24.0.9:3128"},
+        "boom", 500, 3, "crawler",
+    )  # fmt: skip
+    r = redis_client(keyed.settings)
+    r.rpush(keys.dead_letters("link", "keyapp", "secrets"), json.dumps(letter))
+    shown = http.get("/dead-letters/keyapp/secrets", params={"spiderid": "link"}, headers={"X-API-Key": KEY})
+    assert success_data(shown)["total"] == 1
+    http.post("/feed", json={"url": "http://127.0.0.250:9/", "appid": "keyapp", "crawlid": "logged",
+                             "cookie": "session=COOKIE-VALUE", "headers": {"Authorization": "Bearer TOKEN-VALUE"}},
+              headers={"X-API-Key": KEY})  # fmt: skip
+    logs = "\n".join(keyed.logs())
+    assert "'feed' endpoint called" in logs
+    for secret in ("COOKIE-VALUE", "TOKEN-VALUE", "PROXY-PASSWORD"):
+        assert secret not in shown.text
+        assert secret not in logs
 
 
 def test_cors_allows_the_configured_origin_only(http: httpx.Client) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shlex
 import shutil
@@ -284,10 +285,46 @@ def test_docker_compose_config_accepts_the_file() -> None:
     if client is None:
         pytest.skip("no compose client (`docker compose` plugin or Debian's docker-compose) on this machine")
 
-    done = subprocess.run(
-        [*client, "-f", str(DOCKER / "docker-compose.yml"), "config", "--services"], cwd=DOCKER,
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = _config(client, "--services", REDIS_PASSWORD="pw", SHOAL_REST_API_KEY="key")
 
     assert done.returncode == 0, done.stderr
     assert set(done.stdout.split()) == SERVICES
+
+
+def _config(client: list[str], *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("REDIS_PASSWORD", "SHOAL_REST_API_KEY")}
+    return subprocess.run(
+        [*client, "-f", str(DOCKER / "docker-compose.yml"), "config", *args], cwd=DOCKER,
+        capture_output=True, text=True, timeout=60, check=False, env={**clean, **env},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("missing", ["REDIS_PASSWORD", "SHOAL_REST_API_KEY"])
+def test_compose_refuses_to_start_without_the_redis_password_or_the_api_key(missing: str) -> None:
+    client = _compose_client()
+    if client is None:
+        pytest.skip("no compose client (`docker compose` plugin or Debian's docker-compose) on this machine")
+    env = {"REDIS_PASSWORD": "pw", "SHOAL_REST_API_KEY": "key"}
+    del env[missing]
+    done = _config(client, **env)
+    assert done.returncode != 0
+    assert missing in done.stderr
+
+
+def test_only_the_rest_port_is_published_and_the_services_network_is_internal() -> None:
+    """The review found Redis without a password, ZooKeeper, plaintext Kafka and a keyless REST on every
+    interface (issue 24)."""
+    published = {name: service["ports"] for name, service in services().items() if service.get("ports")}
+    assert published == {"rest": ["5343:5343"]}
+    assert compose()["networks"]["default"]["internal"] is True
+    outside = {name for name, service in services().items() if "egress" in (service.get("networks") or [])}
+    assert outside == {"rest", "crawler"}
+
+
+def test_redis_and_the_gateway_require_their_secrets() -> None:
+    redis = services()["redis"]
+    assert "--requirepass" in redis["command"]
+    assert "REDIS_PASSWORD:?" in redis["command"][redis["command"].index("--requirepass") + 1]
+    shared = environment(services()["kafka-monitor"])
+    assert shared["SHOAL_REDIS_PASSWORD"].startswith("${REDIS_PASSWORD:?")
+    assert environment(services()["rest"])["SHOAL_REST_API_KEY"].startswith("${SHOAL_REST_API_KEY:?")

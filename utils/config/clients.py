@@ -14,7 +14,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 from kazoo.client import KazooClient
+from kazoo.security import make_digest_acl
 
+from utils.config.errors import ConfigError
 from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -132,9 +134,22 @@ def ensure_topics(settings: Settings, topics: list[str], partitions: int | None 
 
 
 def zookeeper_client(settings: Settings) -> KazooClient:
-    """An unstarted kazoo client; callers start it (and may run without it when it fails)."""
+    """An unstarted kazoo client; callers start it (and may run without it when it fails).
+
+    With ZOOKEEPER_AUTH (`user:password`) the client authenticates with ZooKeeper's digest scheme and
+    every node it creates gets an ACL for that user alone: nobody else reads or rewrites the throttle
+    config (an open node let anyone on the network blacklist or unthrottle domains).
+    """
+    auth = settings.get_str("ZOOKEEPER_AUTH")
+    secured: dict[str, Any] = {}
+    if auth:
+        user, _, password = auth.partition(":")
+        if not user or not password:
+            raise ConfigError("ZOOKEEPER_AUTH must be user:password")
+        secured = {"auth_data": [("digest", auth)], "default_acl": [make_digest_acl(user, password, all=True)]}
     return KazooClient(
         hosts=settings.get_str("ZOOKEEPER_HOSTS"),
         timeout=settings.get_float("ZOOKEEPER_TIMEOUT"),
         connection_retry={"max_tries": -1, "max_delay": 5.0},
+        **secured,
     )

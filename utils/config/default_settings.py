@@ -52,6 +52,7 @@ ZOOKEEPER_HOSTS = "127.0.0.1:2181"  # comma-separated host:port list
 ZOOKEEPER_ASSIGN_PATH = "/scrapy-cluster/crawler/"  # parent node of the config node
 ZOOKEEPER_ID = "all"  # config node name under ZOOKEEPER_ASSIGN_PATH
 ZOOKEEPER_TIMEOUT = 5.0  # seconds; connection timeout of the ZooKeeper client
+ZOOKEEPER_AUTH = ""  # user:password (digest); nodes Shoal creates are then that user's only; empty = open
 
 # --- Scheduling and throttle -------------------------------------------------------------------
 QUEUE_HITS = 10  # requests; default throttle: hits per window per throttle key
@@ -139,6 +140,7 @@ KAFKA_MONITOR_PLUGINS: dict[str, int | None] = {  # plugin path -> rank (None di
 }
 KAFKA_MONITOR_WRITE_CHUNK = 500  # messages; a batch's pipeline is sent in chunks this size while the next is validated
 KAFKA_MONITOR_RETRY_MAX_BACKOFF = 10.0  # seconds; longest wait between two tries to write a batch while Redis is down
+KAFKA_MONITOR_UNASSIGNED_GRACE = 120.0  # seconds; with no partition this long a kafka monitor is unhealthy; 0 = never
 KAFKA_MONITOR_BACKPRESSURE_INTERVAL = 1.0  # seconds; shortest time between two checks of Redis memory and backlog
 KAFKA_MONITOR_MEMORY_HIGH_WATER = 0  # bytes; pause consuming at this Redis used_memory; 0 = 90 % of maxmemory, if set
 KAFKA_MONITOR_MEMORY_LOW_WATER = 0  # bytes; resume consuming below this used_memory; 0 = 80 % of the high-water mark
@@ -193,7 +195,7 @@ REST_HOST = "127.0.0.1"  # interface the REST gateway listens on
 REST_PORT = 5343  # TCP port of the REST gateway (Scrapy Cluster's FLASK_PORT)
 WAIT_FOR_RESPONSE_TIME = 5.0  # seconds; how long /feed waits for the answer before returning a poll_id
 REST_POLL_RESULT_TTL = 3600  # seconds; an answer nobody waited for stays in rest:poll:<uuid> this long
-REST_API_KEY = ""  # secret the mutating endpoints require in the X-API-Key header; empty = no key
+REST_API_KEY = ""  # secret every route but / and /dashboard requires (X-API-Key header); empty = no key
 REST_CORS_ORIGINS: list[str] = []  # list of origins allowed to call the gateway from a browser; empty = CORS off
 REST_HEARTBEAT_INTERVAL = 5.0  # seconds; period of the gateway's heartbeat and health probes (SC's SLEEP_TIME)
 REST_SAMPLE_INTERVAL = 2.0  # seconds; how often the gateway samples live crawls (rates, dashboard chart)

@@ -38,3 +38,32 @@ _DSN_USERINFO = re.compile(r"^(\w+://[^:/@?#]*):[^@/?#]*@")
 def redact_dsn(dsn: str) -> str:
     """A libpq DSN without its password, in URL (`user:pass@`, `?password=`) or key=value form."""
     return _DSN_PASSWORD.sub(r"\1***", _DSN_USERINFO.sub(r"\1:***@", dsn))
+
+
+# Header and field names whose values are credentials (compared lower-case).
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"})
+SECRET_FIELDS = frozenset({"cookie", "password", "token", "access_token", "api_key", "secret"})
+HIDDEN = "***"
+
+
+def redact_secrets(value: Any) -> Any:
+    """A copy of a message for showing (logs, answers, dead letters, GET /dead-letters) without credentials:
+    proxy URLs' user:password, `cookie` and token fields, and the values of Authorization, Cookie,
+    Proxy-Authorization, Set-Cookie and X-API-Key headers (in `headers`, `request_headers`,
+    `response_headers`). What is stored for the crawler to use keeps them."""
+    if isinstance(value, list):
+        return [redact_secrets(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    shown: dict[Any, Any] = {}
+    for key, item in value.items():
+        name = key.lower() if isinstance(key, str) else key
+        if name == "proxy" and isinstance(item, str):
+            shown[key] = redact_url(item)
+        elif name in SECRET_FIELDS and item is not None:
+            shown[key] = HIDDEN
+        elif isinstance(name, str) and name.endswith("headers") and isinstance(item, dict):
+            shown[key] = {h: HIDDEN if str(h).lower() in SECRET_HEADERS else v for h, v in item.items()}
+        else:
+            shown[key] = redact_secrets(item)
+    return shown

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -93,6 +94,17 @@ class Settings(Mapping[str, Any]):
     def topic(self, suffix: str) -> str:
         """`<prefix>.<suffix>`, e.g. topic("crawled_firehose")."""
         return f"{self.get_str('KAFKA_TOPIC_PREFIX')}.{suffix}"
+
+    def appid_topic(self, kind: str, appid: Any) -> str | None:
+        """`<prefix>.<kind>_<appid>` when KAFKA_APPID_TOPICS is on and that is a legal Kafka topic name.
+
+        The schemas keep appids to topic-legal characters, but a message from before them, or a long
+        prefix, could still make an illegal name: the broker refuses it, and the send was retried forever.
+        """
+        if not appid or not isinstance(appid, str) or not self.get_bool("KAFKA_APPID_TOPICS"):
+            return None
+        name = self.topic(f"{kind}_{appid}")
+        return name if valid_topic(name) else None
 
     @property
     def incoming_topic(self) -> str:
@@ -182,3 +194,11 @@ def _parse_pairs(pairs: Iterable[str]) -> dict[str, str]:
             raise ConfigError(f"expected NAME=VALUE, got {pair!r}")
         parsed[name.strip()] = value
     return parsed
+
+
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def valid_topic(name: str) -> bool:
+    """Kafka's rule for topic names: 1-249 of ASCII letters, digits, '.', '_', '-'; not '.' or '..'."""
+    return name not in (".", "..") and _TOPIC.fullmatch(name) is not None

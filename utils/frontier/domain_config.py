@@ -11,6 +11,7 @@ multiplies hits.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,9 +55,31 @@ class DomainConfig:
         )
 
 
-def _limits(domains: dict[str, Any]) -> dict[str, DomainLimit]:
+def _limits(domains: Any) -> dict[str, DomainLimit]:
+    """Each entry with hits and window; a number that is not finite, or out of range, refuses the config.
+
+    A NaN or infinite `hits`, `window` or `scale` (YAML `.nan`, `.inf`) used to raise deep in the
+    throttle, and an exception in the watch callback ended the watch: every later update was ignored.
+    """
+    if not isinstance(domains, dict):
+        raise ValueError("domain config: domains must be a mapping")
     limits = {}
     for domain, entry in domains.items():
         if isinstance(entry, dict) and entry.get("hits") and entry.get("window"):
-            limits[domain] = DomainLimit(int(entry["hits"]), float(entry["window"]), float(entry.get("scale", 1.0)))
+            hits = _number(domain, "hits", entry["hits"], 1)
+            window = _number(domain, "window", entry["window"], 1e-3)
+            scale = _number(domain, "scale", entry.get("scale", 1.0), 0.0, 1.0)
+            limits[str(domain)] = DomainLimit(int(hits), window, scale)
     return limits
+
+
+def _number(domain: Any, name: str, value: Any, low: float, high: float = 1e12) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"domain config: {domain}.{name} is not a number: {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"domain config: {domain}.{name} is not a number: {value!r}") from None
+    if not math.isfinite(number) or not low <= number <= high:
+        raise ValueError(f"domain config: {domain}.{name} must be a finite number in [{low}, {high}], not {value!r}")
+    return number

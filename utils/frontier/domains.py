@@ -7,6 +7,8 @@ from the network (suffix_list_urls=()), so a crawler starts the same way offline
 from __future__ import annotations
 
 import ipaddress
+import re
+import socket
 from functools import lru_cache
 from urllib.parse import urlsplit
 
@@ -15,15 +17,39 @@ import tldextract
 _extract = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
+_NUMERIC = re.compile(r"[0-9][0-9a-fx.]*")  # what inet_aton may read as an IPv4 address
+
+
 @lru_cache(maxsize=65536)
 def host_domain(host: str) -> str:
-    """`www.cnn.com` -> `cnn.com`; `127.0.0.10` -> `127.0.0.10`; `localhost` -> `localhost`."""
+    """`www.cnn.com` -> `cnn.com`; `127.0.0.10` -> `127.0.0.10`; `localhost` -> `localhost`.
+
+    Every spelling of an address is reduced to its one canonical form, so a ZooKeeper blacklist
+    entry `127.0.0.1` also stops `2130706433`, `0x7f.1`, `0177.0.0.1` and `[::ffff:127.0.0.1]`
+    (the resolver of the crawler would connect to the same address).
+    """
     host = host.strip("[]").lower().rstrip(".")
+    address = numeric_address(host)
+    return address if address is not None else _registered_domain(host)
+
+
+def numeric_address(host: str) -> str | None:
+    """The canonical text of an IP address host, however spelt (decimal, hex, octal, IPv4-mapped)."""
     try:
-        ipaddress.ip_address(host)
-        return host
+        ip = ipaddress.ip_address(host)
     except ValueError:
-        pass
+        if not _NUMERIC.fullmatch(host):
+            return None
+        try:
+            return socket.inet_ntoa(socket.inet_aton(host))  # the C library's reading, as the resolver's
+        except OSError:
+            return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def _registered_domain(host: str) -> str:
     parts = _extract(host)
     if parts.domain and parts.suffix:
         return f"{parts.domain}.{parts.suffix}"

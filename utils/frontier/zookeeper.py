@@ -55,13 +55,18 @@ class ConfigWatcher:
         self._watch = DataWatch(self.client, self.path, self._on_data)
 
     def _on_data(self, data: bytes | None, _stat: object) -> None:
+        # Nothing may escape: an exception here would end kazoo's watch, and every later update
+        # would be ignored.
         try:
             config = DomainConfig.parse(data)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             log.error("Zookeeper config is invalid; keeping the last one", extra={"error": str(exc)})
             return
         log.info(
             "Zookeeper config changed",
-            extra={"domains": len(config.domains), "blacklist": sorted(config.blacklist)},
+            extra={"domains": len(config.domains), "blacklist": sorted(map(str, config.blacklist))},
         )
-        self.on_change(config)
+        try:
+            self.on_change(config)
+        except Exception:
+            log.exception("Zookeeper config could not be applied; keeping the last one")

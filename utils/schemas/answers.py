@@ -7,7 +7,7 @@ from typing import Any
 
 import ujson
 
-from utils.config.redact import redact_request
+from utils.config.redact import redact_secrets
 
 RAW_LIMIT = 4096  # characters of an offending message echoed back in an error answer
 
@@ -25,14 +25,14 @@ def error_answer(raw: Any, message: str, cause: str | None = None) -> dict[str, 
         for key in ("uuid", "appid"):
             if isinstance(raw.get(key), str):
                 answer[key] = raw[key]
-    answer["data"] = _truncate(redact_request(raw))
+    answer["data"] = _truncate(redact_secrets(raw))
     return answer
 
 
 def dead_letter(raw: Any, error: str, source: str, **details: Any) -> dict[str, Any]:
     """A dead-letter record: what failed, why, where it came from, and when."""
     return {
-        "data": _truncate(redact_request(raw)),
+        "data": _truncate(redact_secrets(raw)),
         "error": error,
         "source": source,
         "timestamp": time.time(),

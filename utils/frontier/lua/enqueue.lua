@@ -88,10 +88,7 @@ local function filter(i)
   local sid, domain, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4]
   local fp, maxp, seed, okey, ooff = ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
   local expires, mode, drop = tonumber(ARGV[i + 11]), ARGV[i + 12], ARGV[i + 13]
-  if okey ~= '' then
-    if tonumber(ooff) <= tonumber(redis.call('GET', okey) or '-1') then return 'replayed' end
-    redis.call('SET', okey, ooff)
-  end
+  if okey ~= '' and tonumber(ooff) <= tonumber(redis.call('GET', okey) or '-1') then return 'replayed' end
   if drop ~= '' then return drop end
   if seed ~= '1' then
     local until_ = redis.call('ZSCORE', sid .. ':blacklist', appid .. '||' .. crawlid)
@@ -156,6 +153,9 @@ for i = 10, #ARGV, NF do
   elseif status ~= 'replayed' then
     bump(progress, 'dropped_' .. status, 1)
   end
+  -- The offset is marked once its request is written: a request Redis refuses half-way (a key of the
+  -- wrong type) is not taken for a replay when the kafka monitor writes it alone to find it.
+  if status ~= 'replayed' and ARGV[i + 8] ~= '' then redis.call('SET', ARGV[i + 8], ARGV[i + 9]) end
   out[#out + 1] = status
 end
 for _, sd in pairs(touched) do ds_place(sd[1], sd[2], now) end

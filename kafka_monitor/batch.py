@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,15 +16,35 @@ Command = Callable[[Any], None]  # adds its Redis commands to the batch's pipeli
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a message came from; its offset makes every write of it idempotent on replay."""
+    """Where a message came from and what it was: together they make every write of it idempotent
+    on replay, and only on replay. An offset alone outlives its log (a broker started afresh, a
+    topic recreated, another cluster): a new message at an old offset has another fingerprint."""
 
     topic: str
     partition: int
     offset: int
+    fingerprint: str = ""  # message_fingerprint() of the record
 
     @property
     def id(self) -> str:
         return f"{self.topic}/{self.partition}/{self.offset}"
+
+    @property
+    def identity(self) -> str:
+        """The message: its place and its fingerprint (the jobs' replay marker)."""
+        return f"{self.id}/{self.fingerprint}"
+
+
+def message_fingerprint(timestamp: int | None, key: bytes | str | None, value: bytes | str | None) -> str:
+    """16 hex digits of BLAKE2b over the record's timestamp, key and value: a replay reads the same
+    record from the log; the same bytes sent again get another timestamp (milliseconds)."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(str(timestamp).encode())
+    for part in (key, value):
+        if isinstance(part, str):
+            part = part.encode()
+        digest.update(b"\x00" if part is None else b"\x01%d:" % len(part) + part)
+    return digest.hexdigest()
 
 
 @dataclass

@@ -1,8 +1,11 @@
 """The kafka monitor's loop: poll a batch, validate it, stream it to Redis, answer, commit.
 
 Offsets are committed only after the batch's Redis writes succeeded and its answers were
-confirmed, so a crash replays the batch; the writes are idempotent (the enqueue script skips
-offsets already written, a job is added once per offset), so a replay queues nothing twice.
+confirmed, so a crash replays the batch; the writes are idempotent (the enqueue script skips a
+message already written at its offset, a job is added once per message), so a replay queues
+nothing twice. A message is recognised by its offset and its fingerprint (kafka_monitor/batch.py),
+so a log that starts afresh (a broker without its data, a recreated topic, another cluster) has
+its new messages queued, never taken for replays.
 While Redis is down the partitions are paused (the group keeps them), the batch is retried with
 back-off, and nothing later is written until it is: no message is lost or reordered.
 
@@ -201,11 +204,11 @@ class KafkaMonitor:
             statuses = self.writer.finish(in_flight.group)
         except RETRIABLE as exc:
             statuses = self._write_with_retry(batch, stop, exc)
-        if statuses.get("replayed") and batch.verbose:
-            log.info("Skipped requests already written", extra={"replayed": statuses["replayed"]})
+        if statuses.get("replayed"):  # the same messages of the same log, written before a crash
+            log.warning("Skipped requests already written", extra={"replayed": statuses["replayed"]})
         self.outbound.send(batch)
         self.partitions.commit(in_flight.records)
-        self.stats.count(batch)
+        self.stats.count(batch, statuses.get("replayed", 0))
         self._record(batch, statuses)
         _log_events(batch.log_events)
         return len(in_flight.records)
@@ -219,7 +222,7 @@ class KafkaMonitor:
         for status, n in statuses.items():
             if status == "queued":
                 record_enqueued(spider, n)
-            elif status != "replayed":
+            else:  # "replayed" too: skipped as already written
                 record_dropped(spider, status, n)
         if batch.answers:
             record_produced(self.outbound.outbound_topic, n=len(batch.answers))

@@ -39,9 +39,8 @@ class Group:
 class BatchWriter:
     """Streams batches on one dedicated connection; `finish` reads the oldest batch's replies.
 
-    Once a batch failed, the batches behind it are not streamed either (they fail with it): the
-    enqueue script skips offsets at or below the highest one written, so a later batch written
-    before an earlier one's retry would make that retry look like a replay.
+    Once a batch failed, the batches behind it are not streamed either (they fail with it), so
+    requests reach their queues in the topic's order.
     """
 
     def __init__(self, client: RedisClient, frontier: Frontier, streaming: bool = True) -> None:

@@ -106,8 +106,9 @@ class CrawlHandler:
             fingerprint=fp,
             max_pages=message["domain_max_pages"] or 0,
             seed=True,
-            offset_key=keys.ingest_offset(origin.topic, origin.partition),
+            offset_key=keys.ingest_marks(origin.topic, origin.partition),
             offset=origin.offset,
+            mark=origin.fingerprint,
             expires=message["expires"],
             dupefilter=message.get("dupefilter", ""),
         )

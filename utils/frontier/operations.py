@@ -42,7 +42,7 @@ class Frontier:
         domain_page_timeout: int = 600,
         global_page_limit: int = 0,
         global_page_timeout: int = 600,
-        lease_timeout: float = 120.0,
+        lease_timeout: float = 15.0,
         dupefilter_mode: str = "exact",
         bloom: tuple[int, int] = (14_377_619, 10),
         shards: Shards | None = None,

@@ -12,7 +12,11 @@
 --   spiderid, domain, priority, appid, crawlid,
 --   fingerprint (8 binary bytes; '' = not filtered), domain_max_pages ('0' = none),
 --   is_seed ('1' = never filtered as duplicate, stopped or expired; still recorded in the dupefilter),
---   offset key ('' = none) and offset: skip the request if that offset was already written,
+--   offset marks key ('' = none) and mark `<offset>:<message fingerprint>`: skip the request only
+--   if that very message was already written at that offset (a reset log, a recreated topic or
+--   another cluster has other messages there: they are queued). Marks more than MARK_WINDOW
+--   offsets below the newest are trimmed (a replay that far back is queued again: duplicates,
+--   never a loss); the key expires after the crawl state TTL without writes.
 --   payload (the stored request JSON), expires (unix s, '0' = never),
 --   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist').
 -- Returns one status per request: queued | duplicate | page_limit | blacklist | expired | replayed.
@@ -23,6 +27,8 @@
 -- ends without a page, so domain_max_pages = N yields N crawled pages.
 
 local NF = 14
+local MARK_WINDOW = 20000  -- offsets; far more than a monitor writes ahead of its commits (2 polls)
+local marked = {}  -- offset marks key -> newest offset marked by this call, trimmed at the end
 local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local global_limit, global_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 local default_mode, bloom_bits, bloom_hashes = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -82,8 +88,10 @@ local function filter(i)
   local fp, maxp, seed, okey, ooff = ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
   local expires, mode, drop = tonumber(ARGV[i + 11]), ARGV[i + 12], ARGV[i + 13]
   if okey ~= '' then
-    if tonumber(ooff) <= tonumber(redis.call('GET', okey) or '-1') then return 'replayed' end
-    redis.call('SET', okey, ooff)
+    if redis.call('ZSCORE', okey, ooff) then return 'replayed' end
+    local offset = tonumber(string.match(ooff, '^%-?%d+'))
+    redis.call('ZADD', okey, offset, ooff)
+    if (marked[okey] or offset) <= offset then marked[okey] = offset end
   end
   if drop ~= '' then return drop end
   if seed ~= '1' then
@@ -149,5 +157,9 @@ for i = 9, #ARGV, NF do
     bump(progress, 'dropped_' .. status, 1)
   end
   out[#out + 1] = status
+end
+for okey, newest in pairs(marked) do
+  redis.call('ZREMRANGEBYSCORE', okey, '-inf', '(' .. (newest - MARK_WINDOW))
+  redis.call('EXPIRE', okey, state_ttl)
 end
 return out

@@ -153,12 +153,16 @@ def generate_site(
     base_ip_octet: int = 10,
     port: int = 8181,
     crawl_delay: float | None = None,
+    ip_prefix: str = "127.0.0",
 ) -> Site:
-    """Build the site; ``crawl_delay`` (seconds) adds a Crawl-delay line to every robots.txt."""
+    """Build the site; ``crawl_delay`` (seconds) adds a Crawl-delay line to every robots.txt.
+
+    Hosts are ``<ip_prefix>.<base_ip_octet + i>``: tests that run beside others pick their own
+    loopback range, so no two sites ever share an address."""
     if hosts < 1 or pages_per_host < 1 or not 1 <= base_ip_octet <= 255 - hosts:
         raise ValueError(f"bad site shape: hosts={hosts} pages={pages_per_host} octet={base_ip_octet}")
     rng = random.Random(seed)
-    names = [f"127.0.0.{base_ip_octet + i}:{port}" for i in range(hosts)]
+    names = [f"{ip_prefix}.{base_ip_octet + i}:{port}" for i in range(hosts)]
     titles = {name: [_title(rng) for _ in range(pages_per_host)] for name in names}
     pages: dict[str, Page] = {}
     for name in names:

@@ -61,11 +61,25 @@ class Batch:
     requests: list[NewRequest] = field(default_factory=list)
     commands: list[Command] = field(default_factory=list)
     answers: list[dict[str, Any]] = field(default_factory=list)
+    answer_of: dict[int, dict[str, Any]] = field(default_factory=dict)  # request index -> its acknowledgement
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     log_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # after the write
     handled: dict[str, int] = field(default_factory=dict)  # plugin stats name -> messages
     failed: int = 0
     total: int = 0
+
+    def acknowledge(self, answer: dict[str, Any]) -> None:
+        """Answer the request just added once it is written: "queued", or why it was not."""
+        self.answer_of[len(self.requests) - 1] = answer
+        self.answers.append(answer)
+
+    def settle_answers(self, statuses: list[str]) -> None:
+        """Each acknowledgement says what the enqueue did: "queued" for a request queued now or by an
+        earlier write of the very same message (a replay), else "dropped" with the reason."""
+        for index, answer in self.answer_of.items():
+            status = statuses[index] if index < len(statuses) else "queued"
+            if status not in ("queued", "replayed"):
+                answer["status"], answer["reason"] = "dropped", status
 
     def count(self, plugin: str) -> None:
         self.handled[plugin] = self.handled.get(plugin, 0) + 1

@@ -201,9 +201,11 @@ class KafkaMonitor:
         """Replies read (or the batch written again), answers confirmed, offsets committed."""
         batch = in_flight.batch
         try:
-            statuses = self.writer.finish(in_flight.group)
+            placed = self.writer.finish(in_flight.group)
         except RETRIABLE as exc:
-            statuses = self._write_with_retry(batch, stop, exc)
+            placed = self._write_with_retry(batch, stop, exc)
+        batch.settle_answers(placed)
+        statuses = Counter(placed)
         if statuses.get("replayed"):  # the same messages of the same log, written before a crash
             log.warning("Skipped requests already written", extra={"replayed": statuses["replayed"]})
         self.outbound.send(batch)
@@ -236,7 +238,7 @@ class KafkaMonitor:
             self._lag_at = now
             update_consumer_lag(self.consumer)
 
-    def _write_with_retry(self, batch: Batch, stop: threading.Event | None, error: Exception) -> Counter[str]:
+    def _write_with_retry(self, batch: Batch, stop: threading.Event | None, error: Exception) -> list[str]:
         """Write the batch again; while Redis refuses, hold it with back-off and read nothing else."""
         try:
             return self.writer.write_all(batch.requests, batch.commands)  # e.g. a stale connection

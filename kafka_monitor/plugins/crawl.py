@@ -75,7 +75,7 @@ class CrawlHandler:
         if message["expires"]:
             batch.commands.append(self._timeout_command(record, message["expires"]))
         if "uuid" in message:
-            batch.answers.append(self._acknowledgement(message))
+            batch.acknowledge(self._acknowledgement(message))
         batch.log(self.event, message)
 
     def _timeout_command(self, record: dict[str, Any], expires: int) -> Command:

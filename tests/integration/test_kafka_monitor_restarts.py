@@ -122,3 +122,21 @@ def test_a_topic_deleted_and_created_again_queues_every_new_request(cluster: Tes
     new = crawls("new-topic", 12)
     ingest(settings, new)  # ensure_topics creates it again: offsets from 0
     assert_all_queued(settings, "new-topic", new)
+
+
+def test_an_answer_says_queued_only_for_a_request_that_is_queued(cluster: TestCluster) -> None:
+    """A seed over its crawl's domain_max_pages is not queued: its answer says so, with the reason."""
+    settings = cluster.settings.copy_with(KAFKA_TOPIC_PARTITIONS=1)
+    messages = [{**m, "domain_max_pages": 2} for m in crawls("limited", 3)]
+    ingest(settings, messages)
+    assert enqueued(settings, "limited") == 2
+    reader = TopicReader(settings.get_list("KAFKA_HOSTS")[0], settings.topic("outbound_firehose"))
+    try:
+        wanted = [m["uuid"] for m in messages]
+        reader.wait_for(lambda got: set(wanted) <= {a.get("uuid") for a in got}, timeout=30)
+        answers = {a["uuid"]: a for a in reader.messages if a.get("uuid") in wanted}
+    finally:
+        reader.close()
+    assert [(answers[u]["status"], answers[u].get("reason")) for u in wanted] == [
+        ("queued", None), ("queued", None), ("dropped", "page_limit"),
+    ]  # fmt: skip

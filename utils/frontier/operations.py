@@ -88,12 +88,16 @@ class Frontier:
         """Queue requests; one status each (queued, duplicate, page_limit, blacklist, expired, replayed)."""
         return self.settle(Settlement(requests=list(requests)))["requests"]
 
-    def enqueue_in(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
+    def enqueue_in(self, pipe: Any, requests: Sequence[NewRequest]) -> list[list[int]]:
         """Add the enqueue calls to a pipeline: first one per shard (each reply is a list of
-        statuses, in the shards' order), then the registry writes (integer replies)."""
-        for tag, group, _ in self._tagged(requests, lambda r: self.shards.tag(r.domain)):
+        statuses, in the shards' order), then the registry writes (integer replies). Returns, per
+        enqueue call, the positions in `requests` of its statuses."""
+        calls = []
+        for tag, group, positions in self._tagged(requests, lambda r: self.shards.tag(r.domain)):
             evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), self._enqueue_argv(tag, group))
+            calls.append(positions)
         self._register(pipe, requests)
+        return calls
 
     def _register(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
         """`shoal:spiders` and `shoal:crawls`: what the redis monitors look at (one key each)."""

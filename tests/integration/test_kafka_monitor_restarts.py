@@ -8,6 +8,7 @@ fed afterwards must be queued and answered "queued"; only the very same message 
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from tests.support.services import wait_until
 from utils.config.clients import ensure_topics, redis_client
 from utils.config.settings import Settings
 from utils.services import LocalServices, start_local_services
+from utils.services.local import build_service
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -33,6 +35,18 @@ def own_broker(tmp_path: Path) -> Iterator[LocalServices]:
     """A broker of this test alone: restarting it disturbs no other test."""
     with start_local_services(tmp_path / "own-broker", services=["kafka"]) as own:
         yield own
+
+
+def start_afresh(own: LocalServices) -> None:
+    """The broker stopped, its log wiped, and a new one started on the same address (a node that lost
+    its disk; `shoal down` + `shoal up` of a broker that keeps nothing): offsets start at 0 again."""
+    old = own.broker
+    old.stop()
+    shutil.rmtree(old.data_dir)
+    fresh = build_service("kafka", own.run_dir, old.port)
+    fresh.start()
+    fresh.wait_ready(90)
+    own.services["kafka"] = fresh
 
 
 def crawls(crawlid: str, n: int) -> list[dict[str, Any]]:
@@ -89,7 +103,7 @@ def test_a_broker_restarted_afresh_with_redis_kept_queues_every_new_request(
     ingest(settings, before)
     assert_all_queued(settings, "before", before)
 
-    own_broker.broker.restart()  # the test broker keeps nothing on disk: offsets start at 0 again
+    start_afresh(own_broker)
     after = crawls("after", 24)
     ingest(settings, after)
     assert_all_queued(settings, "after", after)

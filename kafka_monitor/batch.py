@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,15 +16,35 @@ Command = Callable[[Any], None]  # adds its Redis commands to the batch's pipeli
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a message came from; its offset makes every write of it idempotent on replay."""
+    """Where a message came from and what it was: together they make every write of it idempotent
+    on replay, and only on replay. An offset alone outlives its log (a broker started afresh, a
+    topic recreated, another cluster): a new message at an old offset has another fingerprint."""
 
     topic: str
     partition: int
     offset: int
+    fingerprint: str = ""  # message_fingerprint() of the record
 
     @property
     def id(self) -> str:
         return f"{self.topic}/{self.partition}/{self.offset}"
+
+    @property
+    def identity(self) -> str:
+        """The message: its place and its fingerprint (the jobs' replay marker)."""
+        return f"{self.id}/{self.fingerprint}"
+
+
+def message_fingerprint(timestamp: int | None, key: bytes | str | None, value: bytes | str | None) -> str:
+    """16 hex digits of BLAKE2b over the record's timestamp, key and value: a replay reads the same
+    record from the log; the same bytes sent again get another timestamp (milliseconds)."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(str(timestamp).encode())
+    for part in (key, value):
+        if isinstance(part, str):
+            part = part.encode()
+        digest.update(b"\x00" if part is None else b"\x01%d:" % len(part) + part)
+    return digest.hexdigest()
 
 
 @dataclass
@@ -40,6 +61,7 @@ class Batch:
     requests: list[NewRequest] = field(default_factory=list)
     commands: list[Command] = field(default_factory=list)
     answers: list[dict[str, Any]] = field(default_factory=list)
+    answer_of: dict[int, dict[str, Any]] = field(default_factory=dict)  # request index -> its acknowledgement
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     log_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # after the write
     handled: dict[str, int] = field(default_factory=dict)  # plugin stats name -> messages
@@ -48,6 +70,8 @@ class Batch:
 
     def absorb(self, other: Batch) -> None:
         """Add a one-message batch's outcome (the isolation step rebuilds a batch message by message)."""
+        for index, answer in other.answer_of.items():
+            self.answer_of[len(self.requests) + index] = answer
         self.requests += other.requests
         self.commands += other.commands
         self.answers += other.answers
@@ -60,6 +84,19 @@ class Batch:
     def emptied(self) -> Batch:
         """A batch like this one (same ts and verbosity) with nothing in it."""
         return Batch(verbose=self.verbose, ts=self.ts)
+
+    def acknowledge(self, answer: dict[str, Any]) -> None:
+        """Answer the request just added once it is written: "queued", or why it was not."""
+        self.answer_of[len(self.requests) - 1] = answer
+        self.answers.append(answer)
+
+    def settle_answers(self, statuses: list[str]) -> None:
+        """Each acknowledgement says what the enqueue did: "queued" for a request queued now or by an
+        earlier write of the very same message (a replay), else "dropped" with the reason."""
+        for index, answer in self.answer_of.items():
+            status = statuses[index] if index < len(statuses) else "queued"
+            if status not in ("queued", "replayed"):
+                answer["status"], answer["reason"] = "dropped", status
 
     def count(self, plugin: str) -> None:
         self.handled[plugin] = self.handled.get(plugin, 0) + 1

@@ -15,7 +15,7 @@ from typing import Any
 import ujson
 from kafka.consumer.fetcher import ConsumerRecord
 
-from kafka_monitor.batch import Batch, Origin
+from kafka_monitor.batch import Batch, Origin, message_fingerprint
 from kafka_monitor.plugins.base import stat_name
 from kafka_monitor.validation import schema_source
 from utils.config.errors import InvalidMessage
@@ -46,7 +46,8 @@ class Dispatcher:
         """Validate and dispatch every record into `batch`; a bad one is answered and dead-lettered."""
         for record in records:
             batch.total += 1
-            origin = Origin(record.topic, record.partition, record.offset)
+            fingerprint = message_fingerprint(record.timestamp, record.key, record.value)
+            origin = Origin(record.topic, record.partition, record.offset, fingerprint)
             raw: Any = record.value
             try:
                 raw = _decode(raw)

@@ -1,8 +1,11 @@
 """The kafka monitor's loop: poll a batch, validate it, stream it to Redis, answer, commit.
 
 Offsets are committed only after the batch's Redis writes succeeded and its answers were
-confirmed, so a crash replays the batch; the writes are idempotent (the enqueue script skips
-offsets already written, a job is added once per offset), so a replay queues nothing twice.
+confirmed, so a crash replays the batch; the writes are idempotent (the enqueue script skips a
+message already written at its offset, a job is added once per message), so a replay queues
+nothing twice. A message is recognised by its offset and its fingerprint (kafka_monitor/batch.py),
+so a log that starts afresh (a broker without its data, a recreated topic, another cluster) has
+its new messages queued, never taken for replays.
 While Redis is down the partitions are paused (the group keeps them), the batch is retried with
 back-off, and nothing later is written until it is: no message is lost or reordered.
 
@@ -201,15 +204,17 @@ class KafkaMonitor:
         """Replies read (or the batch written again), answers confirmed, offsets committed."""
         batch = in_flight.batch
         try:
-            statuses = self.writer.finish(in_flight.group)
+            placed = self.writer.finish(in_flight.group)
         except RETRIABLE as exc:
             retried = self._write_with_retry(batch, stop, exc)
-            statuses = retried if retried is not None else self._isolate(in_flight, stop)
-        if statuses.get("replayed") and batch.verbose:
-            log.info("Skipped requests already written", extra={"replayed": statuses["replayed"]})
+            placed = retried if retried is not None else self._isolate(in_flight, stop)
+        batch.settle_answers(placed)
+        statuses = Counter(placed)
+        if statuses.get("replayed"):  # the same messages of the same log, written before a crash
+            log.warning("Skipped requests already written", extra={"replayed": statuses["replayed"]})
         self.outbound.send(batch)
         self.partitions.commit(in_flight.records)
-        self.stats.count(batch)
+        self.stats.count(batch, statuses.get("replayed", 0))
         self._record(batch, statuses)
         _log_events(batch.log_events)
         return len(in_flight.records)
@@ -223,7 +228,7 @@ class KafkaMonitor:
         for status, n in statuses.items():
             if status == "queued":
                 record_enqueued(spider, n)
-            elif status != "replayed":
+            else:  # "replayed" too: skipped as already written
                 record_dropped(spider, status, n)
         if batch.answers:
             record_produced(self.outbound.outbound_topic, n=len(batch.answers))
@@ -237,7 +242,7 @@ class KafkaMonitor:
             self._lag_at = now
             update_consumer_lag(self.consumer)
 
-    def _write_with_retry(self, batch: Batch, stop: threading.Event | None, error: Exception) -> Counter[str] | None:
+    def _write_with_retry(self, batch: Batch, stop: threading.Event | None, error: Exception) -> list[str] | None:
         """Write the batch again; while Redis is unavailable, hold it with back-off and read nothing else.
 
         None when Redis refused what a message holds (a script error, a wrong type, an invalid
@@ -277,11 +282,11 @@ class KafkaMonitor:
             log.info("Redis is back; resuming", extra={"messages": batch.total})
             return statuses
 
-    def _isolate(self, in_flight: InFlight, stop: threading.Event | None) -> Counter[str]:
+    def _isolate(self, in_flight: InFlight, stop: threading.Event | None) -> list[str]:
         """Redis refused the batch: write it message by message; one it refuses alone is answered and
         dead-lettered, every other message is written (a poison message never costs the rest)."""
         batch = in_flight.batch
-        rebuilt, statuses = batch.emptied(), Counter[str]()
+        rebuilt, statuses = batch.emptied(), list[str]()
         for record in in_flight.records:  # rare: only after a refusal
             single = self.dispatcher.process([record], batch.emptied())
             try:
@@ -291,11 +296,11 @@ class KafkaMonitor:
                 if retried is None:
                     single = batch.emptied()
                     self.dispatcher.refuse(record, single, REFUSED, f"{type(exc).__name__}: {exc}")
-                    retried = Counter()
+                    retried = []
                 written = retried
             statuses += written
             rebuilt.absorb(single)
-        for name in ("requests", "commands", "answers", "dead_letters", "log_events", "handled", "failed"):
+        for name in ("requests", "commands", "answers", "answer_of", "dead_letters", "log_events", "handled", "failed"):
             setattr(batch, name, getattr(rebuilt, name))
         return statuses
 

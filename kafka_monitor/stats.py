@@ -2,7 +2,8 @@
 
 Scrapy Cluster did ~14 synchronous Redis writes of stats per message (reference §9); here a batch
 adds to in-memory counters (utils.observability.stats) that are written once per STATS_CYCLE in one pipeline.
-Keys are Scrapy Cluster's: `stats:kafka-monitor:{total,fail,<Plugin>}` (shared by every monitor)
+Keys are Scrapy Cluster's: `stats:kafka-monitor:{total,fail,<Plugin>}` (shared by every monitor),
+plus `stats:kafka-monitor:replayed` (crawl requests skipped as already written, after a crash),
 and the heartbeat `stats:kafka-monitor:self:<host>:<id>`; this process's live state (backpressure)
 is the hash `stats:kafka-monitor:state:<host>:<id>`. Every key it writes has a TTL, the shared
 indexes `stats:index` and `stats:heartbeats` included.
@@ -71,8 +72,10 @@ class MonitorStats:
             heartbeat_ttl=settings.get_int("HEARTBEAT_TIMEOUT"),
         )
 
-    def count(self, batch: Batch) -> None:
+    def count(self, batch: Batch, replayed: int = 0) -> None:
         self.collector.incr(PREFIX + "total", batch.total)
+        if replayed:  # messages of a replayed batch found already written, and skipped
+            self.collector.incr(PREFIX + "replayed", replayed)
         if batch.failed:
             self.collector.incr(PREFIX + "fail", batch.failed)
         for name, n in batch.handled.items():
@@ -102,7 +105,8 @@ class MonitorStats:
         log.info("Kafka Monitor Stats Dump", extra={**fields, **state})
 
     def fields(self) -> dict[str, int]:
-        names = [("total", "total"), ("fail", "fail")] + [(f"plugin_{n}", n) for n in self.plugin_names]
+        names = [("total", "total"), ("fail", "fail"), ("replayed", "replayed")]
+        names += [(f"plugin_{n}", n) for n in self.plugin_names]
         fields: dict[str, int] = {}
         for label, name in names:
             for window, value in read_counter(self.client, PREFIX + name, self.config).items():

@@ -11,7 +11,7 @@ per message), so a half-applied pipeline is harmless.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +32,8 @@ class Group:
 
     sent: list[Sent] = field(default_factory=list)
     enqueues: list[int] = field(default_factory=list)  # indexes of enqueue replies in `sent`
+    places: list[list[int]] = field(default_factory=list)  # per enqueue call, its requests' positions
+    size: int = 0  # requests sent so far
     error: Exception | None = None
     held: Any = None  # the whole pipeline, when not streaming (Redis Cluster)
 
@@ -39,9 +41,8 @@ class Group:
 class BatchWriter:
     """Streams batches on one dedicated connection; `finish` reads the oldest batch's replies.
 
-    Once a batch failed, the batches behind it are not streamed either (they fail with it): the
-    enqueue script skips offsets at or below the highest one written, so a later batch written
-    before an earlier one's retry would make that retry look like a replay.
+    Once a batch failed, the batches behind it are not streamed either (they fail with it), so
+    requests reach their queues in the topic's order.
     """
 
     def __init__(self, client: RedisClient, frontier: Frontier, streaming: bool = True) -> None:
@@ -60,7 +61,9 @@ class BatchWriter:
     def send(self, group: Group, requests: Sequence[NewRequest], commands: Iterable[Command]) -> None:
         """Queue a chunk's writes; when streaming they leave for Redis at once."""
         pipe = group.held if group.held is not None else self.client.pipeline(transaction=False)
-        self.frontier.enqueue_in(pipe, requests)
+        calls = self.frontier.enqueue_in(pipe, requests)
+        group.places.extend([group.size + p for p in call] for call in calls)
+        group.size += len(requests)
         for command in commands:
             command(pipe)
         if not self.streaming:
@@ -71,30 +74,30 @@ class BatchWriter:
             group.error = group.error or failed
         elif pipe.command_stack:
             try:
-                self._stream(group, pipe, bool(requests))
+                self._stream(group, pipe, len(calls))
             except redis.RedisError as exc:
                 self._break(exc)
 
-    def finish(self, group: Group) -> Counter[str]:
-        """The oldest group's replies, its enqueue statuses counted; raises what went wrong (RETRIABLE)."""
+    def finish(self, group: Group) -> list[str]:
+        """The oldest group's enqueue statuses, one per request in order; raises what went wrong (RETRIABLE)."""
         if not self._open or self._open[0] is not group:
             raise RuntimeError("batches must be finished in the order they were begun")
         self._open.popleft()
         if group.held is not None:
-            return _statuses(group.held.execute())
+            return _placed(group.size, group.places, group.held.execute())
         if group.error is not None:
             raise group.error
         return self._read(group)
 
-    def write_all(self, requests: Sequence[NewRequest], commands: Iterable[Command]) -> Counter[str]:
+    def write_all(self, requests: Sequence[NewRequest], commands: Iterable[Command]) -> list[str]:
         """A whole batch in one ordinary pipeline (after a failed stream); loads the script first."""
         if requests:
             self.client.script_load(self.frontier.scripts.enqueue.script)
         pipe = self.client.pipeline(transaction=False)
-        self.frontier.enqueue_in(pipe, requests)
+        places = self.frontier.enqueue_in(pipe, requests)
         for command in commands:
             command(pipe)
-        return _statuses(pipe.execute()) if len(pipe) else Counter()  # len(): Redis Cluster pipelines too
+        return _placed(len(requests), places, pipe.execute()) if len(pipe) else []  # len(): Cluster pipelines too
 
     def abandon(self) -> None:
         """Forget every open batch (they will be read from Kafka again) and the connection."""
@@ -107,14 +110,14 @@ class BatchWriter:
             self._conn = None
 
     # --- the stream ------------------------------------------------------------------------------
-    def _stream(self, group: Group, pipe: Any, has_enqueue: bool) -> None:
+    def _stream(self, group: Group, pipe: Any, enqueues: int) -> None:
         if self._conn is None:
             self._conn = self.client.connection_pool.make_connection()  # ours alone: replies stay in order
             self._loaded = set()
         # A restarted Redis has lost its scripts: load them in the same stream, ahead of use.
-        loads: list[Sent] = [(("SCRIPT LOAD", s.script), {}) for s in self._new_scripts(pipe, has_enqueue)]
-        if has_enqueue:  # enqueue_in puts the enqueue call first
-            group.enqueues.append(len(group.sent) + len(loads))
+        loads: list[Sent] = [(("SCRIPT LOAD", s.script), {}) for s in self._new_scripts(pipe, enqueues > 0)]
+        first = len(group.sent) + len(loads)  # enqueue_in puts its enqueue calls first
+        group.enqueues.extend(range(first, first + enqueues))
         commands = loads + list(pipe.command_stack)
         self._conn.send_packed_command(self._conn.pack_commands([args for args, _ in commands]))
         group.sent.extend(commands)
@@ -127,7 +130,7 @@ class BatchWriter:
         self._loaded.update(s.sha for s in fresh)
         return fresh
 
-    def _read(self, group: Group) -> Counter[str]:
+    def _read(self, group: Group) -> list[str]:
         replies: list[Any] = []
         failure: Exception | None = None
         try:
@@ -142,7 +145,7 @@ class BatchWriter:
             raise
         if failure is not None:
             raise failure
-        return _statuses(replies[i] for i in group.enqueues)
+        return _placed(group.size, group.places, [replies[i] for i in group.enqueues])
 
     def _break(self, exc: Exception) -> None:
         """The connection is lost: every group still on it fails (the caller writes them again)."""
@@ -151,10 +154,12 @@ class BatchWriter:
         self.close()
 
 
-def _statuses(replies: Iterable[Any]) -> Counter[str]:
-    """Counts of queued / replayed / ... over the enqueue replies (lists of statuses)."""
-    counts: Counter[str] = Counter()
-    for reply in replies:
-        if isinstance(reply, list):
-            counts.update(s.decode() if isinstance(s, bytes) else str(s) for s in reply)
-    return counts
+def _placed(size: int, places: list[list[int]], replies: Iterable[Any]) -> list[str]:
+    """Each request's status (queued / replayed / ...) from the enqueue replies, the only list
+    replies of a batch, in the order of the enqueue calls."""
+    out = [""] * size
+    enqueues = [reply for reply in replies if isinstance(reply, list)]
+    for positions, reply in zip(places, enqueues, strict=True):
+        for position, status in zip(positions, reply, strict=True):
+            out[position] = status.decode() if isinstance(status, bytes) else str(status)
+    return out

@@ -91,7 +91,7 @@ class CrawlHandler:
         if message["expires"]:
             batch.commands.append(self._timeout_command(record, message["expires"]))
         if "uuid" in message:
-            batch.answers.append(self._acknowledgement(message))
+            batch.acknowledge(self._acknowledgement(message))
         batch.log(self.event, message)
 
     def _timeout_command(self, record: dict[str, Any], expires: int) -> Command:
@@ -122,8 +122,9 @@ class CrawlHandler:
             fingerprint=fp,
             max_pages=message["domain_max_pages"] or 0,
             seed=True,
-            offset_key=keys.ingest_offset(origin.topic, origin.partition),
+            offset_key=keys.ingest_marks(origin.topic, origin.partition),
             offset=origin.offset,
+            mark=origin.fingerprint,
             expires=message["expires"],
             dupefilter=message.get("dupefilter", ""),
         )

@@ -32,7 +32,7 @@ class JobHandler:
     def handle(self, message: dict[str, Any], origin: Origin, batch: Batch) -> None:
         self.check(message)
         message["ts"] = batch.ts
-        batch.commands.append(_job_command(self.kind, message, origin.id))
+        batch.commands.append(_job_command(self.kind, message, origin.identity))
         batch.log(self.event, message)
 
 

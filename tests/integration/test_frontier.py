@@ -80,10 +80,35 @@ def test_duplicates_page_limits_and_stopped_crawls_are_dropped_and_counted(
 
 
 def test_a_replayed_kafka_offset_is_not_queued_twice(frontier: Frontier) -> None:
-    first = new("http://a.com/x", "a.com", seed=True, offset_key="shoal:ingest:t:0", offset=7)
+    marks = keys.ingest_marks("t", 0)
+    first = new("http://a.com/x", "a.com", seed=True, offset_key=marks, offset=7, mark="aa")
     assert frontier.enqueue([first]) == ["queued"]
-    assert frontier.enqueue([first, new("http://a.com/y", "a.com", seed=True, offset_key="shoal:ingest:t:0",
-                                        offset=8)]) == ["replayed", "queued"]  # fmt: skip
+    assert frontier.enqueue([first, new("http://a.com/y", "a.com", seed=True, offset_key=marks,
+                                        offset=8, mark="bb")]) == ["replayed", "queued"]  # fmt: skip
+
+
+def test_another_message_at_a_written_offset_is_queued(frontier: Frontier, redis_db: redis.Redis) -> None:
+    """A reset log (broker started afresh, topic recreated, another cluster) reuses offsets: only
+    the very message written there is a replay; anything else at that offset is new work."""
+    marks = keys.ingest_marks("t", 0)
+    assert frontier.enqueue([new("http://a.com/x", "a.com", seed=True, offset_key=marks, offset=7, mark="aa")]) == [
+        "queued"
+    ]
+    reset = [new("http://a.com/z", "a.com", seed=True, offset_key=marks, offset=o, mark="cc") for o in (0, 7)]
+    assert frontier.enqueue(reset) == ["queued", "queued"]
+    assert frontier.enqueue(reset) == ["replayed", "replayed"]  # and those are replays in their turn
+    assert progress(redis_db)["enqueued"] == 3
+    stored = redis_db.zrange(in_shard(redis_db, marks, "a.com"), 0, -1, withscores=True)
+    assert sorted(stored) == [(b"0:cc", 0.0), (b"7:aa", 7.0), (b"7:cc", 7.0)]
+    assert redis_db.ttl(in_shard(redis_db, marks, "a.com")) > 0
+
+
+def test_offset_marks_are_trimmed_far_below_the_newest(frontier: Frontier, redis_db: redis.Redis) -> None:
+    marks = keys.ingest_marks("t", 1)
+    old = new("http://a.com/old", "a.com", seed=True, offset_key=marks, offset=5, mark="aa")
+    frontier.enqueue([old, new("http://a.com/new", "a.com", seed=True, offset_key=marks, offset=30_000, mark="bb")])
+    assert redis_db.zrange(in_shard(redis_db, marks, "a.com"), 0, -1) == [b"30000:bb"]
+    assert frontier.enqueue([old]) == ["queued"]  # a replay beyond the window: queued again, never lost
 
 
 def test_pop_leases_and_ack_settles_exactly_once(frontier: Frontier, redis_db: redis.Redis) -> None:

@@ -1,7 +1,7 @@
 """Two kafka monitor processes in one group share a 10,000-message burst; one is SIGKILLed mid-batch.
 
 The victim is frozen (SIGSTOP) until it is caught with a batch written to Redis but not committed
-(the Redis offset mark of one of its partitions is at or past the group's committed offset), then
+(the newest Redis offset mark of one of its partitions is at or past the group's committed offset), then
 killed with SIGKILL. The survivor takes its partitions over and replays from the committed offsets;
 every request must be queued exactly once: 10,000 distinct URLs in the queues, `enqueued` counters
 summing to 10,000, and the replay visible in the survivor's log.
@@ -66,9 +66,9 @@ def written_not_committed(cluster: TestCluster, partitions: set[int]) -> bool:
     committed = committed_offsets(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.get_str("KAFKA_GROUP"),
                                   topic)  # fmt: skip
     for partition in partitions:
-        key = keys.ingest_offset(topic, partition)
-        marks = [r.get(tag + key) for tag in Shards.for_client(r).tags]  # one mark per frontier shard
-        if any(mark is not None and int(mark) >= committed.get(partition, 0) for mark in marks):
+        key = keys.ingest_marks(topic, partition)
+        newest = [r.zrange(tag + key, -1, -1, withscores=True) for tag in Shards.for_client(r).tags]  # per shard
+        if any(mark and mark[0][1] >= committed.get(partition, 0) for mark in newest):
             return True
     return False
 

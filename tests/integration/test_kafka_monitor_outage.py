@@ -135,6 +135,6 @@ def test_no_batch_is_written_past_one_that_failed(cluster: TestCluster, tmp_path
         for group, held in ((group_a, first), (group_b, second)):
             with pytest.raises(RETRIABLE):
                 writer.finish(group)
-            assert writer.write_all(held.requests, held.commands)["queued"] == 5
+            assert writer.write_all(held.requests, held.commands).count("queued") == 5
         writer.close()
         assert client.zcard(keys.queue("link", "order.com")) == 10

@@ -34,6 +34,8 @@ class Record:
     partition: int
     offset: int
     value: bytes | None
+    timestamp: int = 1_700_000_000_000  # milliseconds, as the broker stamps it
+    key: bytes | None = None
 
 
 def records(*values: Any) -> list[Record]:

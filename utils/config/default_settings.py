@@ -69,7 +69,7 @@ SCHEDULER_IP_REFRESH = 60  # seconds; public IP refresh and spider heartbeat per
 PUBLIC_IP_URL = "http://ip.42.pl/raw"  # URL answering the public IP (only with SCHEDULER_IP_ENABLED)
 PUBLIC_IP_TIMEOUT = 5.0  # seconds; timeout of the public IP lookup
 IP_ADDR_REGEX = r"(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})"  # how to find the IP in that answer
-LEASE_TIMEOUT = 120.0  # seconds; a popped request returns to its queue unless acked before this
+LEASE_TIMEOUT = 15.0  # seconds; a lease not renewed (every third of it) nor acked for this long is re-queued
 DUPEFILTER_TIMEOUT = 600  # seconds; a crawl's dupefilter expires after this long without use
 GLOBAL_PAGE_PER_DOMAIN_LIMIT = 0  # pages; most pages per crawl and domain for every crawl; 0 = none
 GLOBAL_PAGE_PER_DOMAIN_LIMIT_TIMEOUT = 600  # seconds; idle expiry of that counter

@@ -109,9 +109,10 @@ def throttle_time(key: str) -> str:
     return f"{key}:throttle_time"
 
 
-def ingest_offset(topic: str, partition: int) -> str:
-    """String: the highest offset of a topic partition already written by a kafka monitor."""
-    return f"shoal:ingest:{topic}:{partition}"
+def ingest_marks(topic: str, partition: int) -> str:
+    """ZSET `<offset>:<message fingerprint>` -> offset: the messages of a topic partition a kafka
+    monitor already wrote (enqueue.lua), so only the very same message is skipped on replay."""
+    return f"shoal:ingest:{topic}:{partition}:marks"
 
 
 def heartbeat(component: str, host: str, process_id: str) -> str:

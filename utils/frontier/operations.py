@@ -43,7 +43,7 @@ class Frontier:
         domain_page_timeout: int = 600,
         global_page_limit: int = 0,
         global_page_timeout: int = 600,
-        lease_timeout: float = 120.0,
+        lease_timeout: float = 15.0,
         dupefilter_mode: str = "exact",
         bloom: tuple[int, int] = (14_377_619, 10),
         shards: Shards | None = None,
@@ -89,14 +89,18 @@ class Frontier:
         """Queue requests; one status each (queued, duplicate, page_limit, blacklist, expired, replayed)."""
         return self.settle(Settlement(requests=list(requests)))["requests"]
 
-    def enqueue_in(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
+    def enqueue_in(self, pipe: Any, requests: Sequence[NewRequest]) -> list[list[int]]:
         """Add the enqueue calls to a pipeline: first one per shard (each reply is a list of
-        statuses, in the shards' order), then the registry writes (integer replies)."""
+        statuses, in the shards' order), then the registry writes (integer replies). Returns, per
+        enqueue call, the positions in `requests` of its statuses."""
+        calls = []
         batch_us = _batch_us(self.shards.count)
         for tag, group, positions in self._tagged(requests, lambda r: self.shards.tag(r.domain)):
             args = self._enqueue_argv(tag, group, positions, batch_us)
             evalsha_in(pipe, self.scripts.enqueue, keys.shard_route(tag), args)
+            calls.append(positions)
         self._register(pipe, requests)
+        return calls
 
     def _register(self, pipe: Any, requests: Sequence[NewRequest]) -> None:
         """`shoal:spiders` and `shoal:crawls`: what the redis monitors look at (one key each)."""

@@ -32,8 +32,9 @@ class NewRequest:
     fingerprint: bytes | None = None  # None = not dupefiltered (dont_filter)
     max_pages: int = 0  # domain_max_pages of its crawl; 0 = no limit
     seed: bool = False  # seeds are recorded in the dupefilter but never dropped by it
-    offset_key: str = ""  # with offset: skip if a kafka monitor already wrote this message
+    offset_key: str = ""  # with offset and mark: skip if a kafka monitor already wrote this message
     offset: int = -1
+    mark: str = ""  # the message's fingerprint (kafka_monitor/batch.py): the same offset of another log differs
     expires: int | None = None  # unix seconds; 0 = never
     dupefilter: str | None = None  # exact | bloom | '' (the setting)
     drop: str = ""  # a reason to refuse it (e.g. 'blacklist' for a ZooKeeper-blacklisted domain)
@@ -55,8 +56,8 @@ class NewRequest:
             fp or b"",
             self.max_pages,
             "1" if self.seed else "0",
-            tag + self.offset_key if self.offset_key else "",  # one offset mark per shard
-            self.offset,
+            tag + self.offset_key if self.offset_key else "",  # one offset marks key per shard
+            f"{self.offset}:{self.mark}",
             self.payload,
             expires,
             mode,

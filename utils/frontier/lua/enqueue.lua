@@ -15,7 +15,11 @@
 --   spiderid, domain, priority, appid, crawlid,
 --   fingerprint (8 binary bytes; '' = not filtered), domain_max_pages ('0' = none),
 --   is_seed ('1' = never filtered as duplicate, stopped or expired; still recorded in the dupefilter),
---   offset key ('' = none) and offset: skip the request if that offset was already written,
+--   offset marks key ('' = none) and mark `<offset>:<message fingerprint>`: skip the request only
+--   if that very message was already written at that offset (a reset log, a recreated topic or
+--   another cluster has other messages there: they are queued). Marks more than MARK_WINDOW
+--   offsets below the newest are trimmed (a replay that far back is queued again: duplicates,
+--   never a loss); the key expires after the crawl state TTL without writes.
 --   payload (the stored request JSON), expires (unix s, '0' = never),
 --   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist'),
 --   the request's place in its batch.
@@ -30,6 +34,8 @@
 --! include domain_sets
 
 local NF = 15
+local MARK_WINDOW = 20000  -- offsets; far more than a monitor writes ahead of its commits (2 polls)
+local marked = {}  -- offset marks key -> newest offset marked by this call, trimmed at the end
 local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local global_limit, global_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 local default_mode, bloom_bits, bloom_hashes = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -88,7 +94,7 @@ local function filter(i)
   local sid, domain, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4]
   local fp, maxp, seed, okey, ooff = ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
   local expires, mode, drop = tonumber(ARGV[i + 11]), ARGV[i + 12], ARGV[i + 13]
-  if okey ~= '' and tonumber(ooff) <= tonumber(redis.call('GET', okey) or '-1') then return 'replayed' end
+  if okey ~= '' and redis.call('ZSCORE', okey, ooff) then return 'replayed' end
   if drop ~= '' then return drop end
   if seed ~= '1' then
     local until_ = redis.call('ZSCORE', sid .. ':blacklist', appid .. '||' .. crawlid)
@@ -155,8 +161,17 @@ for i = 10, #ARGV, NF do
   end
   -- The offset is marked once its request is written: a request Redis refuses half-way (a key of the
   -- wrong type) is not taken for a replay when the kafka monitor writes it alone to find it.
-  if status ~= 'replayed' and ARGV[i + 8] ~= '' then redis.call('SET', ARGV[i + 8], ARGV[i + 9]) end
+  if status ~= 'replayed' and ARGV[i + 8] ~= '' then
+    local okey, ooff = ARGV[i + 8], ARGV[i + 9]
+    local offset = tonumber(string.match(ooff, '^%-?%d+'))
+    redis.call('ZADD', okey, offset, ooff)
+    if (marked[okey] or offset) <= offset then marked[okey] = offset end
+  end
   out[#out + 1] = status
 end
 for _, sd in pairs(touched) do ds_place(sd[1], sd[2], now) end
+for okey, newest in pairs(marked) do
+  redis.call('ZREMRANGEBYSCORE', okey, '-inf', '(' .. (newest - MARK_WINDOW))
+  redis.call('EXPIRE', okey, state_ttl)
+end
 return out

@@ -68,12 +68,12 @@ class CrawlHandler:
         url = message["url"]
         if "://" not in url:
             url = message["url"] = "http://" + url  # as Scrapy Cluster's request_from_feed retry
-        if not url[:8].lower().startswith(SCHEMES):  # file://, ftp://, s3://, data: ... never fetched
-            cause = f"url: only http and https URLs are crawled, not {url[:40]!r}"
-            raise InvalidMessage("invalid crawl request", cause=cause)
         refusal = self.policy.url_refusal(url) if self.policy else None
         if refusal:
             raise InvalidMessage("refused crawl request", cause=f"url: refused by the address policy ({refusal})")
+        if not url[:8].lower().startswith(SCHEMES):  # file://, ftp://, s3://, data: ... never fetched
+            cause = f"url: only http and https URLs are crawled, not {url[:40]!r}"
+            raise InvalidMessage("invalid crawl request", cause=cause)
         try:
             check_regexes(message["allow_regex"])
             check_regexes(message["deny_regex"])

@@ -116,8 +116,8 @@ ERRORS = [
     ({**CRAWL, "uuid": "u4", "url": "http://"}, "invalid crawl request", "url"),
     ({**CRAWL, "uuid": "u4a", "url": "http://169.254.169.254/latest/meta-data/"}, "refused crawl request",
      "address policy (address)"),
-    ({**CRAWL, "uuid": "u4b", "url": "gopher://127.0.0.1:6379/_INFO"}, "refused crawl request",
-     "address policy (scheme)"),
+    ({**CRAWL, "uuid": "u4b", "url": "gopher://127.0.0.1:6379/_INFO"}, "Did not find schema to validate request",
+     "url"),  # the schema takes http(s) URLs only
     ({**INFO, "uuid": "u5", "action": "stop", "crawlid": None}, "Did not find schema", "crawlid"),
     ({k: v for k, v in {**INFO, "uuid": "u6", "action": "stop"}.items() if k != "crawlid"},
      "Stop requests need a crawlid and appid", "crawlid"),

@@ -68,7 +68,8 @@ def test_the_render_spider_is_listed_and_downloads_through_the_browser_with_its_
     assert SPIDERS["render"] is RenderSpider
     settings = scrapy_settings(Settings.load(environ={}, overrides=["RENDER_MAX_PAGES=3"]))  # with Shoal's add-on
     crawler = get_crawler(RenderSpider, settings)
-    assert crawler.settings.getdict("DOWNLOAD_HANDLERS") == {"http": HANDLER, "https": HANDLER}
+    handlers = crawler.settings.getdict("DOWNLOAD_HANDLERS")
+    assert (handlers["http"], handlers["https"]) == (HANDLER, HANDLER)
     assert crawler.settings.getint("CONCURRENT_REQUESTS") == 3
     assert load_object(HANDLER).lazy is False
 

@@ -81,9 +81,9 @@ def test_the_cookie_middleware_never_fetches_the_public_suffix_list() -> None:
 def test_the_crawler_has_no_file_ftp_s3_or_data_handler() -> None:
     from scrapy.settings import Settings
 
-    settings = Settings({"SHOAL": {"LOG_LEVEL": "INFO", **dict.fromkeys(
-        ("CONCURRENT_REQUESTS", "CONCURRENT_REQUESTS_PER_DOMAIN", "DOWNLOAD_TIMEOUT", "DOWNLOAD_DELAY", "RETRY_TIMES",
-         "ROBOTSTXT_OBEY", "USER_AGENT", "DNSCACHE_ENABLED"), 1)}})  # fmt: skip
+    from utils.config.settings import Settings as ShoalSettings
+
+    settings = Settings({"SHOAL": ShoalSettings.load(environ={})})
     ShoalAddon().update_settings(settings)
     handlers = settings.getdict("DOWNLOAD_HANDLERS")
     assert all(handlers[scheme] is None for scheme in ("file", "ftp", "s3", "data"))

@@ -114,7 +114,8 @@ def test_users_components_join_shoals_which_keep_their_places() -> None:
     spider_mws = result.getdict("SPIDER_MIDDLEWARES")
     assert spider_mws["my.SpiderMw"] == 200
     assert spider_mws["crawler.spider_output.ItemLedgerMiddleware"] == 5
-    assert result.getdict("DOWNLOAD_HANDLERS") == {"https": "my.Handler"}
+    never = dict.fromkeys(("file", "ftp", "s3", "data"))  # Shoal fetches http(s) only
+    assert result.getdict("DOWNLOAD_HANDLERS") == {"https": "my.Handler", **never}
     assert result["MY_OWN_SETTING"] == 7
     assert result["ITEM_PROCESSOR"] == "crawler.processor.ShoalItemProcessor"
     assert result["SCHEDULER"] == "crawler.scheduler.DistributedScheduler"

@@ -62,7 +62,7 @@ async def list_dead_letters(
     appid: AppId,
     crawlid: CrawlId,
     spiderid: SpiderId = None,
-    start: int = Query(0, ge=0),
+    start: int = Query(0, ge=0, le=10**12),  # Redis takes 64-bit indexes; no list is longer
     count: int = Query(100, ge=1, le=1000),
 ) -> JSONResponse:
     sid = await _spider(gw, appid, crawlid, spiderid)

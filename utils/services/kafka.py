@@ -13,6 +13,7 @@ import base64
 import os
 import subprocess
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from utils.services.process import free_port
@@ -61,7 +62,9 @@ logger.state.level = warn
 """
 
 
-def server_properties(host: str, port: int, controller_port: int, data_dir: Path) -> str:
+def server_properties(
+    host: str, port: int, controller_port: int, data_dir: Path, extra: Mapping[str, str] | None = None
+) -> str:
     """One combined KRaft node: clients on `port`, the controller quorum on `controller_port`.
 
     Only what a single node needs differs from Kafka's defaults (replication factors of its internal
@@ -88,15 +91,21 @@ def server_properties(host: str, port: int, controller_port: int, data_dir: Path
         "group.initial.rebalance.delay.ms=0",  # a lone consumer group starts at once (tests, a small node)
         "auto.create.topics.enable=true",
     ]
-    return "\n".join(lines) + "\n"
+    config = dict(line.split("=", 1) for line in lines)
+    config.update(extra or {})  # e.g. a SASL_SSL listener beside the plain one (tests of secured Kafka)
+    return "".join(f"{name}={value}\n" for name, value in config.items())
 
 
 def _java(*args: str) -> list[str]:
     return ["java", KAFKA_HEAP, "-XX:+UseSerialGC", "-Djava.awt.headless=true", *args]
 
 
-def format_storage(config: Path, data_dir: Path) -> None:
-    """Format the log dir once (a cluster id kept in `data_dir`); an already formatted one is kept."""
+def format_storage(config: Path, data_dir: Path, scram_users: Sequence[str] = ()) -> None:
+    """Format the log dir once (a cluster id kept in `data_dir`); an already formatted one is kept.
+
+    `scram_users` are `kafka-storage format --add-scram` credentials, e.g.
+    `SCRAM-SHA-256=[name=shoal,password=secret]`: KRaft stores them in its metadata log.
+    """
     if (data_dir / "log" / "meta.properties").is_file():
         return
     id_file = data_dir / CLUSTER_ID_FILE
@@ -108,14 +117,22 @@ def format_storage(config: Path, data_dir: Path) -> None:
     argv = _java(
         "-cp", classpath(), f"-Dlog4j2.configurationFile={(data_dir / 'log4j2.properties').absolute()}",
         STORAGE_TOOL, "format", "--config", str(config.absolute()), "--cluster-id", cluster_id,
-        "--ignore-formatted",
+        "--ignore-formatted", *(arg for user in scram_users for arg in ("--add-scram", user)),
     )  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=FORMAT_TIMEOUT, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"formatting the Kafka log in {data_dir} failed: {done.stdout}{done.stderr}")
+        why = (done.stderr or done.stdout)[-2000:]
+        raise RuntimeError(f"formatting the Kafka log in {data_dir} failed (exit {done.returncode}): {why}")
 
 
-def kafka_argv(host: str, port: int, data_dir: Path, controller_port: int | None = None) -> list[str]:
+def kafka_argv(
+    host: str,
+    port: int,
+    data_dir: Path,
+    controller_port: int | None = None,
+    extra: Mapping[str, str] | None = None,
+    scram_users: Sequence[str] = (),
+) -> list[str]:
     """Apache Kafka in the foreground on `host:port`; writes its configs and formats `data_dir` first.
 
     The controller listens on `controller_port` (a free port when None): with a static voter set the
@@ -124,10 +141,11 @@ def kafka_argv(host: str, port: int, data_dir: Path, controller_port: int | None
     data_dir.mkdir(parents=True, exist_ok=True)
     cp = classpath()
     config = data_dir / "server.properties"
-    config.write_text(server_properties(host, port, controller_port or free_port(host), data_dir), encoding="utf-8")
+    properties = server_properties(host, port, controller_port or free_port(host), data_dir, extra)
+    config.write_text(properties, encoding="utf-8")
     log4j = data_dir / "log4j2.properties"
     log4j.write_text(LOG4J2.format(level="warn"), encoding="utf-8")
-    format_storage(config, data_dir)
+    format_storage(config, data_dir, scram_users)
     return _java(
         "-cp", cp, f"-Dlog4j2.configurationFile={log4j.absolute()}",
         f"-Dkafka.logs.dir={data_dir.absolute()}", KAFKA_MAIN, str(config.absolute()),

@@ -3,6 +3,7 @@ by the test): a round trip through the kafka monitor's topics, and a wrong passw
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -11,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cluster import TestCluster
+from tests.support.kafka import TopicReader
 from tests.support.secure_kafka import SecureKafka, start_secure_kafka
 from tests.support.services import wait_until
 from utils.config.clients import ensure_topics, kafka_consumer, kafka_producer
 from utils.config.settings import Settings
+from utils.demosite import SiteServer, generate_site
+from utils.services import LocalServices, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -64,3 +69,33 @@ def test_a_wrong_password_is_one_clear_error_and_a_non_zero_exit(secure_kafka: S
     assert f"Kafka producer cannot connect to {secure_kafka.secure_address} over SASL_SSL" in last
     assert "Traceback" not in done.stderr
     assert PASSWORD not in done.stdout + done.stderr
+
+
+@pytest.mark.timeout(240)
+def test_a_crawl_runs_end_to_end_through_sasl_ssl(
+    secure_kafka: SecureKafka, services: LocalServices, tmp_path: Path
+) -> None:
+    site = generate_site(hosts=1, pages_per_host=30, seed=17, base_ip_octet=17, port=free_port())
+    expected = set(site.reachable(site.seed_urls(), 10, deny_extensions=()))
+    cluster = TestCluster(services, tmp_path, **secure_kafka.settings(), QUEUE_HITS=0)
+    plain = secure_kafka.service.address  # the test's own reader uses the broker's plain listener
+    firehose = TopicReader(plain, cluster.settings.topic("crawled_firehose"))
+    try:
+        with SiteServer(site):
+            cluster.start("kafka-monitor")
+            cluster.start("crawl", "--spider", "link")
+            request = {"url": site.seed_urls()[0], "appid": "secure", "crawlid": "tls", "maxdepth": 10,
+                       "deny_extensions": []}  # fmt: skip
+            done = subprocess.run(
+                [sys.executable, "-m", "utils.cli.main", "feed", json.dumps(request)], env=cluster.env,
+                capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2],
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            firehose.wait_for(lambda got: {p["url"] for p in got} >= expected, timeout=180)
+        logs = "".join(log.read_text(errors="replace") for log in tmp_path.glob("*.log"))
+    finally:
+        firehose.close()
+        cluster.stop_all()
+
+    assert {page["url"] for page in firehose.messages} == expected
+    assert PASSWORD not in logs + done.stdout + done.stderr

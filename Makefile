@@ -4,16 +4,19 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBIAN_PACKAGES := redis-server zookeeper tinyproxy docker-compose chromium postgresql
+DEBIAN_PACKAGES := redis-server zookeeper tinyproxy docker-compose chromium postgresql maven default-jre-headless
+# Apache Kafka's jars, fetched once from Maven Central (services/kafka/pom.xml) into the user's cache.
+KAFKA_VERSION := 4.2.0
+KAFKA_LIBS := $(or $(SHOAL_KAFKA_LIBS),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/kafka-$(KAFKA_VERSION)/libs)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast lint typecheck bench install system-deps down status clean
+.PHONY: run test test-fast lint typecheck bench install system-deps kafka down status clean
 
-run: install system-deps  ## start a local cluster, crawl the bundled demo site, show the pages
+run: install system-deps kafka  ## start a local cluster, crawl the bundled demo site, show the pages
 	$(BIN)/shoal up --services kafka,redis,zookeeper,postgres
 	$(BIN)/shoal demo
 
-test: install system-deps lint typecheck  ## the whole suite: unit, integration, end-to-end
+test: install system-deps kafka lint typecheck  ## the whole suite: unit, integration, end-to-end
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: install  ## unit tests only (no services)
@@ -26,7 +29,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy utils kafka_monitor redis_monitor crawler rest sink
 
-bench: install system-deps  ## every benchmark of bench/, results in bench/results/latest.json
+bench: install system-deps kafka  ## every benchmark of bench/, results in bench/results/latest.json
 	$(BIN)/python -m bench
 
 down:
@@ -58,6 +61,13 @@ system-deps:
 		[ -n "$$created" ] && $(SUDO) rm -f /usr/sbin/policy-rc.d; \
 		exit $$status; \
 	fi
+
+kafka: system-deps  ## Apache Kafka's broker jars (skipped when cached)
+	@test -f $(KAFKA_LIBS)/kafka_2.13-$(KAFKA_VERSION).jar || { \
+		echo "fetching Apache Kafka $(KAFKA_VERSION) into $(KAFKA_LIBS)"; \
+		mvn -q -B -f services/kafka/pom.xml -Dkafka.version=$(KAFKA_VERSION) \
+			dependency:copy-dependencies -DoutputDirectory=$(KAFKA_LIBS).partial && \
+		rm -rf $(KAFKA_LIBS) && mv $(KAFKA_LIBS).partial $(KAFKA_LIBS); }
 
 clean:
 	rm -rf $(VENV) .shoal .mypy_cache .ruff_cache *.egg-info

@@ -3,6 +3,9 @@
 A dead-lettered request also goes to `<prefix>.dead_letter`; both sends are confirmed before the
 lease is settled, so a crash in between leaves the lease to the reaper instead of losing the page.
 A page whose items are still on their way (crawler.items) waits for them before its lease is settled.
+A page the broker refuses as too large is sent again without its body (flagged, as one over
+KAFKA_PRODUCER_MAX_REQUEST_SIZE); an error a retry cannot mend dead-letters the request; only a
+broker that stayed unreachable (a retriable error) releases it to be fetched again.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from utils.observability.metrics import record_dead_letter, record_produced, set
 
 log = logging.getLogger(__name__)
 
+TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)  # the broker's or topic's size limit
+STOCK_MESSAGE_MAX_BYTES = 1024 * 1024  # bytes; below Kafka's default message.max.bytes (1048588)
+
 
 def encode(message: dict[str, Any]) -> bytes:
     """JSON with sorted keys, as Scrapy Cluster's pipeline."""
@@ -55,6 +61,19 @@ def _page_event(message: str, item: dict[str, Any], action: str) -> None:
     if success:
         extra.update(PER_PAGE)
     log.info(message, extra=extra)
+
+
+def without_body(item: dict[str, Any], size: int) -> bytes:
+    """The page reported without its body, flagged, with the size it had (API.md, fix 8)."""
+    return encode({**item, "body": None, "body_dropped": True, "body_bytes": size})
+
+
+def first_error(failure: Any) -> BaseException:
+    """The error of a failed send, out of the FirstError of a page sent to several topics."""
+    error: BaseException = failure.value
+    while isinstance(error, defer.FirstError) and error.subFailure.value is not None:
+        error = error.subFailure.value
+    return error
 
 
 class Deliveries:
@@ -153,11 +172,11 @@ class KafkaPipeline:
         value = self._encode(item)
         key = (item.get("crawlid") or "").encode()
         try:
-            done = self.send(self.firehose, key, value)
+            done = self.send(self.firehose, key, value, item)
             more = []
             per_appid = self.settings.appid_topic("crawled", item.get("appid"))
             if per_appid is not None:
-                more.append(self.send(per_appid, key, value))
+                more.append(self.send(per_appid, key, value, item))
             if "dead_letter" in details:
                 more.append(self.send(self.dead_letter_topic, key, encode(details["dead_letter"])))
         except PERMANENT as exc:  # refused by the producer itself (e.g. still too large without its body)
@@ -173,17 +192,40 @@ class KafkaPipeline:
         value = encode(item)
         if len(value) <= self.max_size:
             return value
-        # Too big for Kafka: the page is still reported, without its body (API.md, fix 8).
         log.warning("Page too large for Kafka; sent without body", extra={"url": item["url"], "bytes": len(value)})
-        return encode({**item, "body": None, "body_dropped": True, "body_bytes": len(value)})
+        return without_body(item, len(value))
 
-    def send(self, topic: str, key: bytes, value: bytes) -> defer.Deferred[Any]:
-        """One message; the Deferred fires when the broker confirms it (or gives up)."""
+    def send(self, topic: str, key: bytes, value: bytes, page: dict[str, Any] | None = None) -> defer.Deferred[Any]:
+        """One message; the Deferred fires when the broker confirms it (or gives up). A `page` the
+        broker refuses as too large goes again without its body."""
         d: defer.Deferred[Any] = defer.Deferred()
-        future = self.producer.send(topic, key=key, value=value)
+        try:
+            future = self.producer.send(topic, key=key, value=value)
+        except Exception as exc:  # refused before sending: an illegal topic name, metadata not found in time
+            d.errback(exc)
+            return d
         future.add_callback(self.deliveries.delivered, d, topic)
         future.add_errback(self.deliveries.undelivered, d, topic)
+        if page is not None:
+            d.addErrback(self._refused_as_too_large, topic, key, page, len(value))
         return d
+
+    def _refused_as_too_large(
+        self, failure: Any, topic: str, key: bytes, page: dict[str, Any], size: int
+    ) -> defer.Deferred[Any]:
+        """Refused as too large (a topic whose max.message.bytes is below KAFKA_PRODUCER_MAX_REQUEST_SIZE):
+        sent again once, without its body when it exceeds Kafka's stock limit. kafka-python's idempotent
+        producer aborts every batch in flight with the same error and stays broken: it is replaced
+        first, and a small page aborted alongside goes again as it was. Other failures pass on."""
+        failure.trap(*TOO_LARGE)
+        self._replace_broken_producer()
+        if size <= STOCK_MESSAGE_MAX_BYTES:
+            return self.send(topic, key, encode(page))
+        log.warning(
+            "Kafka refused page as too large; sent without body",
+            extra={"url": page["url"], "topic": topic, "bytes": size},
+        )
+        return self.send(topic, key, without_body(page, size))
 
     def _sent(self, _: Any, item: dict[str, Any], lease: Any, outcome: str, details: dict[str, Any]) -> dict[str, Any]:
         _page_event("Sent page to Kafka", item, "ack")
@@ -193,25 +235,33 @@ class KafkaPipeline:
         return item
 
     def _not_sent(self, failure: Any, item: dict[str, Any], lease: Any) -> dict[str, Any]:
-        error = failure.value
-        if isinstance(error, defer.FirstError):
-            error = error.subFailure.value
-        if isinstance(error, PERMANENT):
-            # Sending it again can never succeed (too large, refused topic): releasing it would hand the
-            # page to crawler after crawler, its lease renewed forever. It ends as a dead letter.
-            log.error("Page can never be sent to Kafka; dead-lettered", extra={"url": item["url"], "error": str(error)})
-            details: dict[str, Any] = {}
-            if lease is not None:
-                reason = f"page not sendable to Kafka: {type(error).__name__}: {error}"
-                details["dead_letter"] = dead_letters.record(lease.record, reason, item.get("status_code"),
-                                                             int(item.get("attempt") or 0) + 1, "crawler")  # fmt: skip
-                record_dead_letter("unsendable")
-            self._settle(lease, "dead", details)
+        error = first_error(failure)
+        if getattr(error, "retriable", False):
+            # The broker stayed unreachable for delivery_timeout_ms: the request goes back to its queue.
+            log.error("Failed to send page to Kafka", extra={"url": item["url"], "error": str(error)})
+            self._settle(lease, "release", {})
             return item
-        # The producer gave up (after delivery_timeout_ms): the request goes back to its queue.
-        log.error("Failed to send page to Kafka", extra={"url": item["url"], "error": str(error)})
-        self._settle(lease, "release", {})
+        # A retry would fail the same way (authorization, invalid topic, a body-less page refused):
+        # the request ends here, with the error in its dead letter.
+        reason = f"{type(error).__name__}: {error}"
+        log.error("Kafka refused page for good; request dead-lettered", extra={"url": item["url"], "error": reason})
+        self._replace_broken_producer()
+        if lease is None:
+            return item
+        letter = dead_letters.record(lease.record, reason, None, int(lease.record.get("attempt", 0)) + 1, "crawler")
+        record_dead_letter(dead_letter_reason(letter))
+        self._settle(lease, "dead", {"dead_letter": letter})
         return item
+
+    def _replace_broken_producer(self) -> None:
+        """kafka-python's idempotent producer fails every later send once in its fatal state (an
+        unknown producer id, a sequence gap): such a producer is closed and a new one made."""
+        manager = getattr(self.producer, "_transaction_manager", None)
+        if manager is None or not manager.has_fatal_error():
+            return
+        log.error("Kafka producer in a fatal state; replacing it")
+        broken, self.producer = self.producer, kafka_producer(self.settings)
+        reactor.callInThread(broken.close, 5)  # type: ignore[attr-defined]
 
     def _settle(self, lease: Any, outcome: str, details: dict[str, Any]) -> None:
         if lease is None:

@@ -205,6 +205,21 @@ def test_a_stalled_broker_delays_pages_but_loses_none(
     wait_until(lambda: settled(progress(fault_cluster, "stall")), timeout=30)
 
 
+@pytest.mark.parametrize("fault_cluster", [{"LEASE_TIMEOUT": 120}], indirect=True)
+def test_an_apache_kafka_restart_mid_crawl_loses_and_duplicates_nothing(
+    fault_cluster: TestCluster, site_server, topic, private_services: LocalServices
+) -> None:
+    site, _server = site_server
+    firehose = topic("crawled_firehose")
+    start(fault_cluster)
+    expected = crawl_all(fault_cluster, site, "kafka-restart")
+    mid_crawl(fault_cluster, "kafka-restart", expected)
+    private_services.broker.restart(90)  # SIGTERM, then the same log dir: offsets and pages are kept
+    counts = assert_every_page_arrived(firehose, expected, "kafka-restart")
+    wait_until(lambda: settled(progress(fault_cluster, "kafka-restart")), timeout=30)
+    assert max(counts.values()) == 1, {url: n for url, n in counts.items() if n > 1}
+
+
 @pytest.mark.parametrize("fault_cluster", [{"QUEUE_HITS": 1, "QUEUE_WINDOW": 600}], indirect=True)
 def test_spiders_keep_crawling_on_the_last_config_with_zookeeper_stopped(
     fault_cluster: TestCluster, site_server, topic, private_services: LocalServices

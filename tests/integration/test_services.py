@@ -1,4 +1,4 @@
-"""The local service launcher against the real Redis, ZooKeeper and Tansu broker."""
+"""The local service launcher against the real Redis, ZooKeeper and Apache Kafka."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from utils.services import (
     broker_ready,
     free_port,
     redis_ready,
+    start_local_services,
     stop_by_pidfile,
     zookeeper_ready,
 )
@@ -125,6 +126,15 @@ def _value(consumer: Consumer) -> bytes | None:
     return value
 
 
+def _message(consumer: Consumer) -> Message | None:
+    """The next message, None if none arrived within the poll (a topic not yet known is no error)."""
+    message: Message | None = consumer.poll(0.5)
+    if message is None or (message.error() and message.error().code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return None
+    assert message.error() is None, message.error()
+    return message
+
+
 def test_broker_round_trips_a_message_through_a_consumer_group(
     kafka_bootstrap: str, unique_topic_prefix: str
 ) -> None:
@@ -147,6 +157,35 @@ def test_broker_round_trips_a_message_through_a_consumer_group(
         consumer.close()
 
     assert value == b"hello"
+
+
+def test_kafka_keeps_its_log_and_committed_offsets_across_a_restart(tmp_path: Path) -> None:
+    with start_local_services(tmp_path / "own", services=["kafka"]) as own:
+        bootstrap = own.broker.address
+        producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 20000})
+        for value in (b"one", b"two"):
+            producer.produce("kept", value=value)
+        assert producer.flush(30) == 0
+        group = {
+            "bootstrap.servers": bootstrap, "group.id": "kept-group", "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "session.timeout.ms": 6000,
+        }  # fmt: skip
+        first = Consumer(group)
+        first.subscribe(["kept"])
+        message = wait_until(lambda: _message(first), timeout=60, interval=0, message="nothing consumed")
+        first.commit(message=message, asynchronous=False)
+        first.close()
+
+        own.broker.restart(90)
+
+        second = Consumer(group)
+        second.subscribe(["kept"])
+        try:
+            again = wait_until(lambda: _message(second), timeout=60, interval=0, message="nothing after restart")
+        finally:
+            second.close()
+
+    assert (message.value(), again.value()) == (b"one", b"two")
 
 
 def test_a_paused_broker_stops_answering_until_resumed(services: LocalServices) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from utils.services import SERVICE_NAMES, broker_argv, redis_argv, service_argv, zoo_cfg, zookeeper_argv
+from utils.services.kafka import KAFKA_VERSION, KafkaNotInstalled, kafka_argv, server_properties
 
 
 def _options(argv: list[str]) -> dict[str, str]:
@@ -86,8 +87,8 @@ def test_zoo_cfg_has_short_ticks_local_port_and_only_the_needed_four_letter_word
     ]
 
 
-def test_broker_argv_listens_and_advertises_the_same_local_address(fake_tansu: Path) -> None:
-    argv = broker_argv(9099)
+def test_tansu_argv_listens_and_advertises_the_same_local_address(fake_tansu: Path, tmp_path: Path) -> None:
+    argv = broker_argv(9099, tmp_path, "tansu")
 
     assert argv[:2] == [str(fake_tansu), "broker"]
     assert _options(argv[1:]) == {
@@ -101,10 +102,45 @@ def test_service_argv_dispatches_by_name(tmp_path: Path) -> None:
     expected = {
         "redis": redis_argv(1234, tmp_path / "redis"),
         "zookeeper": zookeeper_argv(1234, tmp_path / "zookeeper"),
-        "kafka": broker_argv(1234),
+        "kafka": broker_argv(1234, tmp_path / "kafka", "tansu"),
     }
 
-    assert {name: service_argv(name, 1234, tmp_path / name) for name in SERVICE_NAMES} == expected
+    assert {name: service_argv(name, 1234, tmp_path / name, "tansu") for name in SERVICE_NAMES} == expected
+
+
+def test_broker_argv_rejects_an_unknown_kafka(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="redpanda"):
+        broker_argv(1234, tmp_path, "redpanda")
+
+
+def test_kafka_node_keeps_stock_limits_and_its_log_in_the_data_dir(tmp_path: Path) -> None:
+    props = dict(
+        line.split("=", 1) for line in server_properties("127.0.0.1", 9092, 9093, tmp_path).splitlines()
+    )
+
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092"
+    assert props["log.dirs"] == str(tmp_path / "log")
+    assert props["offsets.topic.replication.factor"] == "1"
+    assert not any(name.startswith(("message.max.bytes", "replica.fetch.max")) for name in props)
+
+
+def test_kafka_version_is_the_same_in_the_pom_the_makefile_and_the_launcher() -> None:
+    root = Path(__file__).resolve().parents[2]
+    pom = (root / "services" / "kafka" / "pom.xml").read_text(encoding="utf-8")
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
+
+    assert f"<kafka.version>{KAFKA_VERSION}</kafka.version>" in pom
+    assert f"KAFKA_VERSION := {KAFKA_VERSION}\n" in makefile
+
+
+def test_kafka_argv_says_how_to_fetch_missing_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOAL_KAFKA_LIBS", str(tmp_path / "none"))
+
+    with pytest.raises(KafkaNotInstalled, match="make kafka"):
+        kafka_argv("127.0.0.1", 9092, tmp_path / "kafka")
 
 
 def test_service_argv_rejects_an_unknown_name(tmp_path: Path) -> None:

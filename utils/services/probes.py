@@ -82,3 +82,12 @@ def broker_ready(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
     brokers: int
     correlation_id, brokers = struct.unpack_from(">ii", reply, 4)
     return correlation_id == _CORRELATION_ID and brokers >= 1
+
+
+def port_open(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Something accepts TCP connections: all a plain probe can learn of a TLS or SASL listener."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

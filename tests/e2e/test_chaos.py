@@ -1,11 +1,13 @@
 """Chaos (issue 21 item 3): a crawl of the demo site while, in turn, a crawler, a kafka monitor,
-the redis monitor, Redis (restarted with its data) and ZooKeeper are killed.
+the redis monitor, Redis (restarted with its data), the Kafka broker (restarted; Apache Kafka keeps
+its log) and ZooKeeper are killed.
 
 Two crawls run through the whole pipeline (every request enters through Kafka and a kafka
 monitor): `chaos` follows the site's links from its seeds, `chaos-fed` is one request per page,
 fed in chunks just before each fault so that every fault finds messages in flight. Each stage
 waits until the crawl has moved on, kills its victim with SIGKILL and starts it again (as
-supervisord would); Redis is restarted on its data, ZooKeeper killed and started again later.
+supervisord would); Redis and the broker are restarted on their data, ZooKeeper killed and
+started again later.
 
 At the end every expected page has arrived, nothing else; each request is counted once in its
 crawl's progress; and every duplicate on the firehose is an at-least-once one the test can
@@ -13,9 +15,6 @@ explain: the copies of a URL share the request id and differ in `attempt`, i.e. 
 but its lease was not acknowledged, the lease came back through the reaper and the request was
 crawled again. A copy no lease explains (a request queued twice, a page sent twice by one lease)
 fails the test. The lease settings are the shipped ones.
-
-(The broker restart stage needs a broker that keeps its log across a restart; the test broker,
-Tansu, keeps nothing on disk. It is added with the switch to Apache Kafka.)
 """
 
 from __future__ import annotations
@@ -148,6 +147,9 @@ def test_a_crawl_survives_every_component_killed_in_turn(
     def restart_redis() -> None:
         chaos_services.redis.restart()
 
+    def restart_broker() -> None:
+        chaos_services.broker.restart(60)
+
     def kill_zookeeper() -> None:
         chaos_services.zookeeper.kill()
         threading.Timer(3.0, restart_zookeeper).start()  # back a few seconds later, the crawl going on
@@ -160,6 +162,7 @@ def test_a_crawl_survives_every_component_killed_in_turn(
         ("kafka monitor", lambda: pipeline.kill_and_replace("kafka-monitor")),
         ("redis monitor", lambda: pipeline.kill_and_replace("redis-monitor")),
         ("redis", restart_redis),
+        ("broker", restart_broker),
         ("zookeeper", kill_zookeeper),
     ]
     chunks = [fed_urls[i :: len(stages)] for i in range(len(stages))]

@@ -129,7 +129,7 @@ def test_a_page_that_can_never_be_sent_ends_as_a_dead_letter(cluster: TestCluste
         server.close()
     letters = redis_client(cluster.settings, decode=True).lrange(keys.dead_letters("link", "testapp", "big"), 0, -1)
     assert len(letters) == 1
-    assert "not sendable to Kafka" in json.loads(letters[0])["error"]
+    assert "MessageSizeTooLargeError" in json.loads(letters[0])["error"]  # the refusal, named in the letter
 
 
 @pytest.mark.parametrize("cluster", [OPEN], indirect=True)

@@ -7,6 +7,7 @@ ping live here only, so every component talks to the services the same way.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -186,8 +187,19 @@ def kafka_consumer(
     config.update(overrides)
     consumer = _connected(settings, "consumer", lambda: KafkaConsumer(**config))
     if topics:
+        _await_partitions(consumer, topics)
         consumer.subscribe(topics)
     return consumer
+
+
+def _await_partitions(consumer: KafkaConsumer, topics: list[str], timeout: float = 10.0) -> None:
+    """Wait until the consumer's metadata knows each topic's partitions. A group joined before then
+    (a topic created a moment ago) is assigned nothing, and stays so until the next metadata refresh
+    (metadata.max.age.ms, 5 minutes): seen on Apache Kafka with freshly created topics."""
+    deadline = time.monotonic() + timeout
+    for topic in topics:
+        while not consumer.partitions_for_topic(topic) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 PAGE_TOPICS = ("crawled_",)  # suffix starts of the page topics: the firehose and per-appid copies

@@ -182,6 +182,9 @@ def kafka_consumer(
         "heartbeat_interval_ms": settings.get_int("KAFKA_CONSUMER_HEARTBEAT_MS"),
         "max_poll_interval_ms": settings.get_int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS"),
         "fetch_max_wait_ms": 50,  # an idle consumer answers a new message within 50 ms, not 500
+        # A group assignment made from metadata that lacked a topic's partitions (Apache Kafka answers
+        # so for a moment after creating it) is corrected at the next refresh: seconds, not 5 minutes.
+        "metadata_max_age_ms": settings.get_int("KAFKA_CONSUMER_METADATA_MAX_AGE_MS"),
         **kafka_security(settings),
     }
     config.update(overrides)

@@ -29,12 +29,12 @@ class ItemSender:
         self.ledger = ledger_of(kafka.crawler)
         self.topic = kafka.settings.topic("items")
 
-    def item_scraped(self, item: Any, response: Any, **_: Any) -> defer.Deferred[Any] | None:
+    def item_scraped(self, item: Any, response: Any, spider: Any = None, **_: Any) -> defer.Deferred[Any] | None:
         if type(item) is ShoalMessage:
             return None
         lease = _lease(response)
         try:
-            message = item_message(item, response)
+            message = item_message(item, response, getattr(spider, "item_key", None))
             value = encode_item(message)
         except Exception as exc:  # an item ujson cannot encode: the user's bug, dead-lettered
             self._failed(lease, last_line(exc), getattr(response, "url", None))

@@ -25,13 +25,14 @@ _ATTRIBUTE = "_shoal_item_ledger"
 Then = Callable[[str | None, bool], None]
 
 
-def item_message(item: Any, response: Response) -> dict[str, Any]:
+def item_message(item: Any, response: Response, key_field: str | None = None) -> dict[str, Any]:
     """The message of one item (README "Writing your own spider"): the item under `item`, the crawl's
-    identity beside it, so item fields never collide with Shoal's."""
+    identity beside it, so item fields never collide with Shoal's. `key_field` (the spider's
+    `item_key`) names the item field that identifies the record, for the sink and other consumers."""
     meta = response.meta
     lease = meta.get(LEASE)
     request = response.request
-    return {
+    message = {
         "appid": meta.get("appid"),
         "crawlid": meta.get("crawlid"),
         "spiderid": meta.get("spiderid"),
@@ -41,6 +42,9 @@ def item_message(item: Any, response: Response) -> dict[str, Any]:
         "item_type": type(item).__name__,
         "item": ItemAdapter(item).asdict(),
     }
+    if key_field:
+        message["item_key"] = key_field
+    return message
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from crawler.spiders.base import RedisSpider
 
 class ShoalSpider(RedisSpider):
     send_pages: ClassVar[bool] = False  # also send the raw page message of every page parsed
+    item_key: ClassVar[str | None] = None  # the item field naming a record (sent as `item_key`; the sink's key)
 
     def parse(self, response: Response, **kwargs: Any) -> Iterable[Any]:
         raise NotImplementedError(f"{type(self).__name__}.parse is not defined")

@@ -14,7 +14,7 @@ from tests.e2e.test_crawler_fields import start_crawler
 from tests.e2e.test_crawler_helpers import progress, settled
 from tests.support.cluster import TestCluster
 from tests.support.kafka import produce
-from tests.support.secure_redis import USER, SecureRedis, start_secure_redis, start_secure_redis_cluster
+from tests.support.secure_redis import SERVER_NAME, USER, SecureRedis, start_secure_redis, start_secure_redis_cluster
 from tests.support.services import wait_until
 from utils.config.clients import redis_client
 from utils.config.settings import Settings
@@ -66,6 +66,15 @@ def test_no_tls_a_wrong_password_or_an_unknown_ca_is_refused(secure_redis: Secur
         redis_client(shoal_settings(secure_redis, tmp_path, REDIS_SSL_CA_FILE=str(other_ca)), ping=True)
 
 
+def test_the_server_name_setting_checks_the_certificate_against_that_name(
+    secure_redis: SecureRedis, tmp_path: Path
+) -> None:
+    named = redis_client(shoal_settings(secure_redis, tmp_path, REDIS_SSL_SERVER_NAME=SERVER_NAME), ping=True)
+    assert named.acl_whoami() in ("shoal", b"shoal")  # dialled by IP, the certificate checked for the name
+    with pytest.raises(redis.ConnectionError, match="Hostname mismatch"):
+        redis_client(shoal_settings(secure_redis, tmp_path, REDIS_SSL_SERVER_NAME="other.shoal.test"), ping=True)
+
+
 def test_a_crawl_runs_through_tls_and_the_acl_user(
     secure_redis: SecureRedis, services, tmp_path: Path
 ) -> None:
@@ -105,6 +114,14 @@ def test_a_redis_cluster_over_tls_with_the_acl_user_runs_the_frontier(tmp_path: 
         assert len(masters) > 1
         with pytest.raises(redis.exceptions.NoPermissionError):
             client.get("someone-elses:key")
+        by_name = shoal_settings(nodes[0], tmp_path, REDIS_CLUSTER="true", REDIS_SSL_SERVER_NAME=SERVER_NAME)
+        named = redis_client(by_name)
+        more = [NewRequest(spiderid="link", domain=f"n{i}.test", priority=1, appid="tls", crawlid="named",
+                           payload=f'{{"url": "http://n{i}.test/"}}', fingerprint=None, seed=True)
+                for i in range(30)]  # fmt: skip
+        assert Frontier.from_settings(settings, named).enqueue(more) == ["queued"] * 30  # every node, by name
+        with pytest.raises(redis.exceptions.RedisClusterException):
+            redis_client(shoal_settings(nodes[0], tmp_path, REDIS_CLUSTER="true", REDIS_SSL_SERVER_NAME="x.test"))
     finally:
         for node in nodes:
             node.service.stop()

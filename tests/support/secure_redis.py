@@ -25,6 +25,7 @@ from utils.services import LocalService, ServiceError, free_ports
 HOST = "127.22.0.30"
 USER = "shoal"
 ADMIN = "admin"
+SERVER_NAME = "redis.shoal.test"  # also in the server certificate: REDIS_SSL_SERVER_NAME's tests
 # Shoal's key space (docs/ARCHITECTURE.md): the spiders' frontier keys, stats, jobs, timeouts, REST
 # polls and the proxy pool. `link` and `wandering` are the spiders the project ships; on a Redis
 # Cluster the frontier's keys start with their shard's hash tag (`{0.13}...`).
@@ -50,7 +51,7 @@ def make_certificates(directory: Path, host: str = HOST) -> Tls:
     ca = _certificate(ca_name, ca_name, ca_key, ca_key, ca=True, san=None)
     paths = Tls(*(directory / name for name in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")))
     _write(paths.ca, ca.public_bytes(serialization.Encoding.PEM))
-    server_san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))])
+    server_san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host)), x509.DNSName(SERVER_NAME)])
     for cert_path, key_path, name, san in (
         (paths.server_cert, paths.server_key, host, server_san),
         (paths.client_cert, paths.client_key, "shoal-client", None),

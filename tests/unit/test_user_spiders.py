@@ -168,6 +168,8 @@ def test_the_item_message_carries_the_crawl_and_the_item_under_its_own_key() -> 
         "appid": "a", "crawlid": "c", "spiderid": "shop", "url": "http://127.18.0.1/p/1", "request_id": "r1",
         "item_type": "Card", "item": {"name": "kettle", "price": 9.5},
     }  # fmt: skip
+    keyed = item_message(Card(name="kettle", price=9.5), response, "name")
+    assert keyed["item_key"] == "name"  # the spider's item_key names the record's identifying field
 
 
 def test_the_ledger_settles_a_page_only_after_its_last_item_and_reports_errors_and_losses() -> None:

@@ -44,7 +44,11 @@ def redis_client(settings: Settings, ping: bool = False, decode: bool = False) -
         **redis_tls(settings),
     }
     client: RedisClient
-    if settings.get_bool("REDIS_CLUSTER"):
+    cluster = settings.get_bool("REDIS_CLUSTER")
+    server_name = settings.get_str("REDIS_SSL_SERVER_NAME")
+    if common.get("ssl") and server_name:
+        client = _named_tls_client(common, server_name, cluster, settings.get_int("REDIS_DB"))
+    elif cluster:
         client = redis.RedisCluster(**common)
     else:
         client = redis.Redis(db=settings.get_int("REDIS_DB"), health_check_interval=30, **common)
@@ -74,6 +78,33 @@ def redis_tls(settings: Settings) -> dict[str, Any]:
         "ssl_check_hostname": settings.get_bool("REDIS_SSL_CHECK_HOSTNAME"),
         "ssl_cert_reqs": "required",
     }
+
+
+class _NamedSSLConnection(redis.SSLConnection):
+    """A TLS connection whose SNI and certificate check use `server_name`, not the address dialled:
+    managed Redis and cluster nodes are reached by IP (or an announced address) while their
+    certificate names the service. redis-py has no such option; it names the dialled host."""
+
+    server_name = ""
+
+    def _wrap_socket_with_ssl(self, sock: Any) -> Any:
+        dialled, self.host = self.host, self.server_name or self.host
+        try:
+            return super()._wrap_socket_with_ssl(sock)  # type: ignore[misc]  # redis-py 5+, not in its stubs
+        finally:
+            self.host = dialled
+
+
+def _named_tls_client(common: dict[str, Any], server_name: str, cluster: bool, db: int) -> RedisClient:
+    """A client whose every connection (to any cluster node, later ones too) expects `server_name`.
+    Built from a URL so redis-py takes our connection class (its `ssl=True` would force its own)."""
+    named = type("NamedSSLConnection", (_NamedSSLConnection,), {"server_name": server_name})
+    options = {k: v for k, v in common.items() if k not in ("host", "port", "ssl")}
+    url = f"redis://{common['host']}:{common['port']}"
+    if cluster:
+        return redis.RedisCluster.from_url(url, connection_class=named, **options)
+    single: Any = redis.Redis  # the stubs predate `connection_class` in from_url
+    return single.from_url(f"{url}/{db}", connection_class=named, health_check_interval=30, **options)
 
 
 class KafkaUnreachable(KafkaError, ShoalError):  # still a KafkaError for the callers that catch those

@@ -20,6 +20,7 @@ REDIS_SSL_CA_FILE = ""  # path of the CA bundle that signs the server's certific
 REDIS_SSL_CERTFILE = ""  # path of the client certificate (PEM) for mutual TLS; empty = none
 REDIS_SSL_KEYFILE = ""  # path of the client certificate's private key (PEM); empty = none
 REDIS_SSL_CHECK_HOSTNAME = True  # bool; the server's certificate must name REDIS_HOST (off: CA check only)
+REDIS_SSL_SERVER_NAME = ""  # host name the server's certificate must carry (and SNI); empty = REDIS_HOST
 REDIS_SOCKET_TIMEOUT = 10.0  # seconds; connect and socket timeout of every Redis call
 REDIS_CLUSTER = False  # bool; REDIS_HOST:REDIS_PORT is a Redis Cluster start-up node
 REDIS_CLUSTER_SHARDS = 12  # shards; frontier shards per cluster (each one hash tag, spread evenly over the slots)

@@ -17,6 +17,7 @@ from shoal_shop.items import Product
 
 class ShopSpider(ShoalSpider):
     name = "shop"
+    item_key = "sku"  # a product is one record however many URLs list it
     custom_settings: ClassVar[dict[str, Any]] = {"ITEM_PIPELINES": {"shoal_shop.pipelines.ValidateProduct": 300}}
 
     def parse(self, response: Response, **_: Any) -> Iterator[Any]:

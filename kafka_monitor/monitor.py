@@ -36,7 +36,14 @@ from kafka_monitor.outbound import Outbound
 from kafka_monitor.partitions import Partitions
 from kafka_monitor.stats import MonitorStats
 from kafka_monitor.writer import RETRIABLE, BatchWriter, Group
-from utils.config.clients import RedisClient, ensure_topics, kafka_consumer, kafka_producer, redis_client
+from utils.config.clients import (
+    RedisClient,
+    ensure_topics,
+    kafka_consumer,
+    kafka_producer,
+    redis_client,
+    subscribe,
+)
 from utils.config.errors import ServiceUnavailable
 from utils.config.plugins import load_plugins
 from utils.config.settings import Settings
@@ -105,7 +112,7 @@ class KafkaMonitor:
         client = redis_client(settings)
         plugins = load_plugins(settings.get_dict("KAFKA_MONITOR_PLUGINS"), settings)
         monitor = cls(settings, consumer, kafka_producer(settings), client, plugins)
-        consumer.subscribe([incoming], listener=monitor.partitions.listener())
+        subscribe(consumer, [incoming], listener=monitor.partitions.listener())
         return monitor
 
     # --- loop -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from utils.observability.stats import StatsConfig, live_processes, read_counter,
 from utils.proxies.pool import ProxyPool
 
 Counts = dict[str, int]
-KINDS = ("kafka-monitor", "redis-monitor", "crawler", "spider", "machine", "queue", "rest", "proxies", "all")
+KINDS = ("kafka-monitor", "redis-monitor", "crawler", "spider", "machine", "queue", "rest", "proxies", "sink", "all")
 
 
 class StatsReport:
@@ -43,6 +43,7 @@ class StatsReport:
             "kafka-monitor": lambda: self.component("kafka-monitor"),
             "redis-monitor": lambda: self.component("redis-monitor"),
             "rest": lambda: {"nodes": self.nodes("rest")},
+            "sink": lambda: self.component("sink"),  # Shoal's: plugins holds the rows per table
             "crawler": self.crawler,
             "spider": lambda: {"spiders": self.spiders()},
             "machine": lambda: {"machines": self.machines()},

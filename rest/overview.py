@@ -18,7 +18,7 @@ from utils.frontier.shards import Shards, spider_shards
 from utils.observability import stats
 from utils.proxies.pool import ProxyPool
 
-COMPONENTS = ("kafka-monitor", "crawler", "redis-monitor", "rest")
+COMPONENTS = ("kafka-monitor", "crawler", "redis-monitor", "rest", "sink")
 DOMAINS_PER_SPIDER = 200  # best-priority domains whose queue depth is read
 TOP_DOMAINS = 12  # deepest queues shown
 CRAWLS_SHOWN = 30

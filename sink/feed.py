@@ -17,7 +17,7 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, T
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import CommitFailedError, KafkaError
 
-from utils.config.clients import kafka_consumer
+from utils.config.clients import kafka_consumer, subscribe
 from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class Feed:
         if self.subscribed:
             self.consumer.close(autocommit=False)
             self.consumer = self.new_consumer()
-        self.consumer.subscribe(topics, listener=_Rebalance(self))
+        subscribe(self.consumer, topics, listener=_Rebalance(self))
         self.subscribed = topics
         log.info("Reading topics", extra={"topics": topics})
 

@@ -23,6 +23,7 @@ from kafka.errors import KafkaError
 from sink.feed import Feed
 from sink.messages import Parser, Rows
 from sink.schema import Tables
+from sink.stats import SinkStats
 from sink.store import Store, Written, unavailable
 from utils.config.clients import ensure_topics, kafka_producer
 from utils.config.postgres import postgres_conninfo, postgres_target
@@ -46,8 +47,11 @@ LAG_EVERY = 1.0  # seconds between consumer-lag updates
 
 
 class Sink:
-    def __init__(self, settings: Settings, feed: Feed, producer: KafkaProducer, store: Store) -> None:
+    def __init__(
+        self, settings: Settings, feed: Feed, producer: KafkaProducer, store: Store, stats: SinkStats | None = None
+    ) -> None:
         self.feed = feed
+        self.stats = stats
         self.producer = producer
         self.store = store
         self.parser = Parser(settings.topic("items"), settings.get_bool("SINK_STORE_BODY"),
@@ -60,13 +64,15 @@ class Sink:
         self.target = postgres_target(settings)
         self.postgres_up = True
         self.written = Written()  # totals since start, for the log and the tests
+        self.dead_lettered = 0  # messages sent to the dead-letter topic since start
         self._lag_at = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Sink:
         ensure_topics(settings, [settings.topic("crawled_firehose"), settings.topic("dead_letter")])
         store = Store(postgres_conninfo(settings), Tables.from_settings(settings))
-        return cls(settings, Feed.from_settings(settings), kafka_producer(settings), store)
+        return cls(settings, Feed.from_settings(settings), kafka_producer(settings), store,
+                   SinkStats.from_settings(settings))  # fmt: skip
 
     def run(self, stop: threading.Event) -> None:
         """Process batches until `stop` is set; the batch in hand is finished (or left uncommitted)."""
@@ -89,11 +95,14 @@ class Sink:
         stop = stop or threading.Event()
         mark_loop()
         self._update_lag()
+        if self.stats is not None:
+            self.stats.tick()
         records = self.feed.poll_batch(self.poll_ms, self.batch_size, self.linger)
         if not records:
             return 0
         began = time.monotonic()
         rows = self.parser.parse(records)
+        before = (self.dead_lettered, self.written.pages, self.written.items, self.written.log)
         try:
             self._send_dead_letters(rows)
         except KafkaError:
@@ -104,7 +113,11 @@ class Sink:
         self.feed.commit(records)
         set_dependency_up("kafka", True)
         observe_batch(time.monotonic() - began)
-        log.debug("Batch stored", extra={"messages": len(records), "dead_letters": len(rows.dead_letters)})
+        after = (self.dead_lettered, self.written.pages, self.written.items, self.written.log)
+        dead, pages, items, log_rows = (now - then for now, then in zip(after, before, strict=True))
+        if self.stats is not None:
+            self.stats.count(len(records), dead, {"pages": pages, "items": items, "crawl_log": log_rows})
+        log.debug("Batch stored", extra={"messages": len(records), "dead_letters": dead})
         return len(records)
 
     def _send_dead_letters(self, rows: Rows) -> None:
@@ -118,6 +131,7 @@ class Sink:
         for letter in rows.dead_letters:
             log.warning("Message dead-lettered", extra={"error": letter["error"], "kafka": letter.get("kafka")})
             record_dead_letter("sink")
+        self.dead_lettered += len(rows.dead_letters)
         record_produced(self.dead_letter_topic, n=len(futures))
         rows.dead_letters.clear()
 
@@ -210,6 +224,8 @@ class Sink:
         return all(consumer.position(tp) >= end for tp, end in ends.items())
 
     def close(self) -> None:
+        if self.stats is not None:
+            self.stats.close()
         self.feed.close()
         self.producer.flush(timeout=10)
         self.producer.close(timeout=10)

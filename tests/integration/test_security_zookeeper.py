@@ -8,6 +8,7 @@ and the next good one is applied.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -16,9 +17,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from redis_monitor.plugins.zookeeper import ZookeeperMonitor
+from tests.support.services import wait_until
 from utils.config.clients import zookeeper_client
+from utils.config.settings import Settings, default_values
 from utils.frontier.domain_config import DomainConfig
+from utils.frontier.throttle import ThrottleConfig
 from utils.frontier.zookeeper import ConfigWatcher
+from utils.services import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -93,3 +98,32 @@ def test_with_zookeeper_auth_the_config_node_is_the_users_alone(cluster: Any, zk
         assert [(acl.id.scheme, acl.id.id.split(":")[0]) for acl in acls] == [("digest", "shoal")]
     finally:
         watcher.stop()
+
+
+def test_a_spider_pops_only_once_the_zookeeper_blacklist_is_read(zk_client: KazooClient, services: Any) -> None:
+    """A crawler must not fetch a blacklisted domain in its first moments (the read is asynchronous)."""
+    assign = f"/shoal-test/{uuid.uuid4().hex}/"
+    zk_client.create(assign + "all", b"blacklist: [banned.example]\n", makepath=True)
+    settings = Settings(default_values()).copy_with(ZOOKEEPER_HOSTS=services.zookeeper.address,
+                                                     ZOOKEEPER_ASSIGN_PATH=assign)  # fmt: skip
+    throttle = ThrottleConfig.from_settings(settings)
+    throttle.start("link")
+    try:
+        assert not throttle.ready  # not yet read: the scheduler does not pop
+        wait_until(lambda: throttle.ready, 10, message="the config was never read")
+        assert "banned.example" in throttle.policy().blacklist  # ready means the blacklist is in the policy
+    finally:
+        throttle.stop()
+
+
+def test_zookeeper_down_delays_the_first_pop_by_its_timeout_only() -> None:
+    settings = Settings(default_values()).copy_with(ZOOKEEPER_HOSTS=f"127.0.0.1:{free_port()}", ZOOKEEPER_TIMEOUT=1.0)
+    throttle = ThrottleConfig.from_settings(settings)
+    began = time.monotonic()
+    throttle.start("link")
+    try:
+        assert not throttle.ready
+        wait_until(lambda: throttle.ready, 10, message="never ready without ZooKeeper")
+        assert 0.9 <= time.monotonic() - began < 5  # ZOOKEEPER_TIMEOUT, then the settings' throttle
+    finally:
+        throttle.stop()

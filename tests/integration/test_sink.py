@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from redis_monitor.stats_report import StatsReport
 from sink.schema import MIGRATIONS, Tables, migrate, schema_version
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader, produce
 from tests.support.postgres import PASSWORD, Postgres
+from tests.support.services import wait_until
 from tests.support.sink import RunningSink, aware, count, item, page, rows, sink_settings, wait_count
-from utils.config.clients import ensure_topics
+from utils.config.clients import ensure_topics, redis_client
+from utils.observability.stats import StatsConfig
 from utils.services import LocalServices
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -170,6 +173,35 @@ def test_bad_messages_are_dead_lettered_and_the_sink_goes_on(
     assert sorted(next(i for i, mark in enumerate(marks) if mark in reason) for reason in reasons) == [0, 1, 2, 3, 4, 5]
     assert {r["url"] for r in rows(postgres, pg_schema, "pages", "url")} == {URLS[0], URLS[4]}
     assert rows(postgres, pg_schema, "pages", "url")[1]["body"] == "nul \ufffd byte"
+
+
+def test_the_sinks_counters_and_heartbeat_are_in_redis_and_answered_as_the_sink_stats_kind(
+    sink_cluster: TestCluster, postgres: Postgres, pg_schema: str
+) -> None:
+    settings = sink_cluster.settings
+    ttl = settings.get_int("HEARTBEAT_TIMEOUT")
+    report = StatsReport(redis_client(settings), StatsConfig.from_settings(settings), ttl)
+    sink = RunningSink(sink_cluster)
+    try:
+        _send(sink_cluster, "crawled_firehose", ["not json {", *(page(url, "v1", 0) for url in URLS[:10])])
+        _send(sink_cluster, "items", [item(URLS[0], {"sku": "a"}, 0), item(URLS[1], {"sku": "b"}, 0)])
+        wait_count(postgres, pg_schema, "items", 2)
+        _send(sink_cluster, "crawled_firehose", [page(url, "v1", 0) for url in URLS[:10]])  # as old: no row changes
+        wait_count(postgres, pg_schema, "crawl_log", 20)
+
+        def lifetime(body: dict) -> dict[str, int]:
+            counters = {"total": body["total"], "fail": body["fail"], **body["plugins"]}
+            return {name: counts.get("lifetime", 0) for name, counts in counters.items()}
+
+        expected = {"total": 23, "fail": 1, "pages": 10, "items": 2, "crawl_log": 20}
+        def reached() -> dict | None:
+            body = report.build("sink")
+            return body if lifetime(body) == expected else None
+
+        body = wait_until(reached, 15, message="the sink's counters never reached Redis")
+        assert sum(len(ids) for ids in body["nodes"].values()) == 1  # this sink's heartbeat
+    finally:
+        sink.close()
 
 
 def test_migrations_are_versioned_and_idempotent(postgres: Postgres, pg_schema: str) -> None:

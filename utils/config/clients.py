@@ -7,7 +7,7 @@ ping live here only, so every component talks to the services the same way.
 from __future__ import annotations
 
 import logging
-import time
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -213,27 +213,25 @@ def kafka_consumer(
         "heartbeat_interval_ms": settings.get_int("KAFKA_CONSUMER_HEARTBEAT_MS"),
         "max_poll_interval_ms": settings.get_int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS"),
         "fetch_max_wait_ms": 50,  # an idle consumer answers a new message within 50 ms, not 500
-        # A group assignment made from metadata that lacked a topic's partitions (Apache Kafka answers
-        # so for a moment after creating it) is corrected at the next refresh: seconds, not 5 minutes.
-        "metadata_max_age_ms": settings.get_int("KAFKA_CONSUMER_METADATA_MAX_AGE_MS"),
         **kafka_security(settings),
     }
     config.update(overrides)
     consumer = _connected(settings, "consumer", lambda: KafkaConsumer(**config))
     if topics:
-        _await_partitions(consumer, topics)
-        consumer.subscribe(topics)
+        subscribe(consumer, topics)
     return consumer
 
 
-def _await_partitions(consumer: KafkaConsumer, topics: list[str], timeout: float = 10.0) -> None:
-    """Wait until the consumer's metadata knows each topic's partitions. A group joined before then
-    (a topic created a moment ago) is assigned nothing, and stays so until the next metadata refresh
-    (metadata.max.age.ms, 5 minutes): seen on Apache Kafka with freshly created topics."""
-    deadline = time.monotonic() + timeout
-    for topic in topics:
-        while not consumer.partitions_for_topic(topic) and time.monotonic() < deadline:
-            time.sleep(0.05)
+def subscribe(consumer: KafkaConsumer, topics: list[str], listener: Any = None) -> None:
+    """Join the group for exactly `topics`, subscribed as a pattern: the client then refreshes its
+    metadata before each join. With a plain topic list, a join right after the topic was created
+    can be assigned from metadata without its partitions, i.e. nothing (seen on Apache Kafka, the
+    group then idled until a later rebalance). Every Shoal consumer subscribes through here."""
+    pattern = "^(" + "|".join(re.escape(topic) for topic in topics) + ")$"
+    if listener is None:
+        consumer.subscribe(pattern=pattern)
+    else:
+        consumer.subscribe(pattern=pattern, listener=listener)
 
 
 PAGE_TOPICS = ("crawled_",)  # suffix starts of the page topics: the firehose and per-appid copies

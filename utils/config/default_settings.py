@@ -38,7 +38,6 @@ KAFKA_CONSUMER_MAX_RECORDS = 2000  # messages; most records one poll returns (th
 KAFKA_CONSUMER_SESSION_TIMEOUT_MS = 6000  # milliseconds; group session (short: fast rebalances)
 KAFKA_CONSUMER_HEARTBEAT_MS = 1000  # milliseconds; group heartbeat interval
 KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS = 10000  # milliseconds; longest gap between polls
-KAFKA_CONSUMER_METADATA_MAX_AGE_MS = 5000  # milliseconds; metadata refresh (new topics and partitions seen)
 KAFKA_PRODUCER_BATCH_LINGER_MS = 100  # milliseconds; producer linger before a batch is sent (100: +4 % pages/s)
 KAFKA_PRODUCER_BATCH_BYTES = 1024 * 1024  # bytes; most bytes of one producer batch per partition
 KAFKA_PRODUCER_MAX_REQUEST_SIZE = 10 * 1024 * 1024  # bytes; largest page message sent with body

@@ -4,11 +4,15 @@ The policy handed to every pop is rebuilt and swapped in one assignment whenever
 config or the public IP changes (both arrive on their own threads), so a pop never sees half a
 change. With SCHEDULER_IP_ENABLED the spider waits for the first IP lookup (bounded by
 PUBLIC_IP_TIMEOUT) before it pops, so every process uses the same throttle keys from the start.
+Likewise it waits for the first read of the ZooKeeper config (bounded by ZOOKEEPER_TIMEOUT), so a
+blacklisted domain is not fetched in the first moments of a process; ZooKeeper down only delays
+the start by that long.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from utils.config.settings import Settings
 from utils.frontier import ThrottlePolicy
@@ -33,6 +37,8 @@ class ThrottleConfig:
         self._policy = ThrottlePolicy()
         self._watcher: ConfigWatcher | None = None
         self._ip_watcher: PublicIpWatcher | None = None
+        self._config_deadline = 0.0
+        self._config_waited = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ThrottleConfig:
@@ -40,13 +46,25 @@ class ThrottleConfig:
 
     @property
     def ready(self) -> bool:
-        """False only while an IP-keyed throttle waits for its first public IP."""
-        return not self.ip_enabled or self.public_ip is not None
+        """False while an IP-keyed throttle waits for its first public IP, or while the ZooKeeper
+        config is not read yet (at most ZOOKEEPER_TIMEOUT after start)."""
+        if self.ip_enabled and self.public_ip is None:
+            return False
+        watcher = self._watcher
+        if watcher is None or watcher.first_read.is_set() or self._config_waited:
+            return True
+        if time.monotonic() < self._config_deadline:
+            return False
+        self._config_waited = True
+        log.warning("ZooKeeper config not read yet; crawling with the settings' throttle until it is",
+                    extra={"waited_s": self.settings.get_float("ZOOKEEPER_TIMEOUT")})  # fmt: skip
+        return True
 
     def start(self, spiderid: str) -> None:
         self.spiderid = spiderid
         self._rebuild()
         if self.watch_zookeeper:
+            self._config_deadline = time.monotonic() + self.settings.get_float("ZOOKEEPER_TIMEOUT")
             self._watcher = ConfigWatcher.from_settings(self.settings, self.apply)
             self._watcher.start()
         if self.ip_enabled:

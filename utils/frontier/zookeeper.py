@@ -8,6 +8,7 @@ issue #203 dropped the config instead). Each change is handed to `on_change` on 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
@@ -26,6 +27,7 @@ class ConfigWatcher:
         self.client = client
         self.path = path
         self.on_change = on_change
+        self.first_read = threading.Event()  # set once the node was read (or found absent) the first time
         self._watch: DataWatch | None = None
 
     @classmethod
@@ -55,6 +57,12 @@ class ConfigWatcher:
         self._watch = DataWatch(self.client, self.path, self._on_data)
 
     def _on_data(self, data: bytes | None, _stat: object) -> None:
+        try:
+            self._read(data)
+        finally:
+            self.first_read.set()
+
+    def _read(self, data: bytes | None) -> None:
         # Nothing may escape: an exception here would end kazoo's watch, and every later update
         # would be ignored.
         try:

@@ -66,7 +66,7 @@ ZOOKEEPER_ENABLED = True  # bool; watch the domain config in ZooKeeper (runs wit
 ZOOKEEPER_HOSTS = "127.0.0.1:2181"  # comma-separated host:port list
 ZOOKEEPER_ASSIGN_PATH = "/scrapy-cluster/crawler/"  # parent node of the config node
 ZOOKEEPER_ID = "all"  # config node name under ZOOKEEPER_ASSIGN_PATH
-ZOOKEEPER_TIMEOUT = 5.0  # seconds; connection timeout of the ZooKeeper client
+ZOOKEEPER_TIMEOUT = 5.0  # seconds; ZooKeeper connection timeout; longest wait of a crawler for its first config
 ZOOKEEPER_AUTH = ""  # user:password (digest); nodes Shoal creates are then that user's only; empty = open
 
 # --- Scheduling and throttle -------------------------------------------------------------------

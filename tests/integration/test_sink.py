@@ -184,6 +184,7 @@ def test_the_sinks_counters_and_heartbeat_are_in_redis_and_answered_as_the_sink_
     sink = RunningSink(sink_cluster)
     try:
         _send(sink_cluster, "crawled_firehose", ["not json {", *(page(url, "v1", 0) for url in URLS[:10])])
+        ensure_topics(settings, [settings.topic("items")])  # as a crawler with a user spider does
         _send(sink_cluster, "items", [item(URLS[0], {"sku": "a"}, 0), item(URLS[1], {"sku": "b"}, 0)])
         wait_count(postgres, pg_schema, "items", 2)
         _send(sink_cluster, "crawled_firehose", [page(url, "v1", 0) for url in URLS[:10]])  # as old: no row changes

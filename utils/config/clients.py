@@ -7,7 +7,7 @@ ping live here only, so every component talks to the services the same way.
 from __future__ import annotations
 
 import logging
-import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,6 +24,7 @@ from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
+TOPIC_READY_TIMEOUT = 10.0  # seconds ensure_topics waits for new topics' partition leaders
 MESSAGE_OVERHEAD = 64 * 1024  # bytes a page message may exceed KAFKA_PRODUCER_MAX_REQUEST_SIZE by (JSON, batch)
 
 T = TypeVar("T")
@@ -222,16 +223,33 @@ def kafka_consumer(
     return consumer
 
 
-def subscribe(consumer: KafkaConsumer, topics: list[str], listener: Any = None) -> None:
-    """Join the group for exactly `topics`, subscribed as a pattern: the client then refreshes its
-    metadata before each join. With a plain topic list, a join right after the topic was created
-    can be assigned from metadata without its partitions, i.e. nothing (seen on Apache Kafka, the
-    group then idled until a later rebalance). Every Shoal consumer subscribes through here."""
-    pattern = "^(" + "|".join(re.escape(topic) for topic in topics) + ")$"
+def subscribe(consumer: KafkaConsumer, topics: list[str], listener: Any = None, timeout: float = 10.0) -> None:
+    """Subscribe, then wait until the group coordinator's metadata snapshot holds every topic's
+    partitions, so the first join (made in the first poll) assigns them and stays valid.
+
+    kafka-python 3.0.12 joins with the snapshot it has; a snapshot taken before the subscription
+    (or before a new topic's partitions were known) makes the leader assign from it and then
+    rebalance again when the next metadata refresh differs, and that second join could end without
+    the assignment being applied: the consumer then read nothing, for good (seen on Apache Kafka
+    with the kafka monitor and the sink). The snapshot is private to the client, hence the guards.
+    """
     if listener is None:
-        consumer.subscribe(pattern=pattern)
+        consumer.subscribe(topics)
     else:
-        consumer.subscribe(pattern=pattern, listener=listener)
+        consumer.subscribe(topics, listener=listener)
+    cluster = getattr(getattr(consumer, "_client", None), "cluster", None)
+    coordinator: Any = getattr(consumer, "_coordinator", None)
+    if cluster is None or not hasattr(coordinator, "_metadata_snapshot"):
+        return
+    cluster.request_update()
+    deadline = time.monotonic() + timeout
+    while not all(coordinator._metadata_snapshot.get(topic) for topic in topics):
+        if time.monotonic() >= deadline:
+            log.warning("Subscribed topics have no partitions in the metadata yet", extra={"topics": topics})
+            return
+        time.sleep(0.02)
+        if not cluster.need_update:
+            cluster.request_update()
 
 
 PAGE_TOPICS = ("crawled_",)  # suffix starts of the page topics: the firehose and per-appid copies
@@ -277,8 +295,31 @@ def ensure_topics(settings: Settings, topics: list[str], partitions: int | None 
                 )
             except TopicAlreadyExistsError:
                 pass  # another process created them first
+            _await_leaders(admin, [t.name for t in missing])
     finally:
         admin.close()
+
+
+def _await_leaders(admin: KafkaAdminClient, topics: list[str], timeout: float = TOPIC_READY_TIMEOUT) -> None:
+    """Return once the broker's metadata shows every partition of `topics` with a leader. Apache
+    Kafka answers a moment after CreateTopics with the topic but no partitions; a consumer group
+    joined from such metadata is assigned nothing until a later rebalance."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            described = admin.describe_topics(topics)
+        except KafkaError:
+            described = []
+        if len(described) == len(topics) and all(_led(topic) for topic in described):
+            return
+        time.sleep(0.05)
+    log.warning("Created topics have no leader yet; going on", extra={"topics": topics, "waited_s": timeout})
+
+
+def _led(topic: dict[str, Any]) -> bool:
+    partitions = topic.get("partitions") or []
+    leaders = [p.get("leader_id", p.get("leader", -1)) for p in partitions]
+    return not topic.get("error_code") and bool(leaders) and all((leader or 0) >= 0 for leader in leaders)
 
 
 def zookeeper_client(settings: Settings) -> KazooClient:

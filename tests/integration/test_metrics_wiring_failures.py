@@ -78,7 +78,14 @@ def test_unusable_messages_are_counted_invalid_and_dead_lettered(cluster: TestCl
     produce(bootstrap, cluster.settings.incoming_topic, [b"{not json", {"appid": "x"}, {"url": "http://127.0.0.202/",
             "appid": "okapp", "crawlid": "k1"}])  # fmt: skip
 
-    wait_until(lambda: scraped(url, "shoal_incoming_messages_total") == 3, 60, message="not every message counted")
+    dead_letter_topic = cluster.settings.topic("dead_letter")
+
+    def settled() -> bool:  # invalid messages count when read, their dead letters when their batch ends
+        samples = scrape(url)
+        return total(samples, "shoal_incoming_messages_total") == 3 and \
+            total(samples, "shoal_kafka_produced_total", topic=dead_letter_topic) == 2  # fmt: skip
+
+    wait_until(settled, 60, message="not every message counted")
     samples = scrape(url)
     assert total(samples, "shoal_incoming_messages_total", kind="unknown", outcome="invalid") == 2
     assert total(samples, "shoal_incoming_messages_total", kind="crawl", outcome="queued") == 1

@@ -273,3 +273,18 @@ def test_pause_of_a_stopped_service_is_an_error(tmp_path: Path) -> None:
 
     with pytest.raises(ServiceError, match="not running"):
         service.pause()
+
+
+def test_a_kafka_cluster_id_that_starts_with_a_dash_is_formatted(tmp_path: Path) -> None:
+    """One random KRaft cluster id in 64 starts with '-'; the storage tool once took it for an option."""
+    from utils.services.kafka import CLUSTER_ID_FILE, format_storage, server_properties
+
+    data_dir = tmp_path / "kafka"
+    data_dir.mkdir()
+    (data_dir / CLUSTER_ID_FILE).write_text("-" + "A" * 21 + "\n", encoding="ascii")  # 22 base64url characters
+    config = data_dir / "server.properties"
+    config.write_text(server_properties("127.0.0.1", free_port(), free_port(), data_dir), encoding="utf-8")
+    (data_dir / "log4j2.properties").write_text("", encoding="utf-8")
+    format_storage(config, data_dir)
+    meta = (data_dir / "log" / "meta.properties").read_text(encoding="utf-8")
+    assert "cluster.id=-" + "A" * 21 in meta

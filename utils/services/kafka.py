@@ -111,12 +111,13 @@ def format_storage(config: Path, data_dir: Path, scram_users: Sequence[str] = ()
     id_file = data_dir / CLUSTER_ID_FILE
     if not id_file.is_file():
         # A KRaft cluster id is a base64url UUID without padding, as `kafka-storage random-uuid` makes.
+        # One in 64 starts with '-': it is passed as `--cluster-id=<id>` so the tool's parser takes it.
         raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
         id_file.write_text(raw + "\n", encoding="ascii")
     cluster_id = id_file.read_text(encoding="ascii").strip()
     argv = _java(
         "-cp", classpath(), f"-Dlog4j2.configurationFile={(data_dir / 'log4j2.properties').absolute()}",
-        STORAGE_TOOL, "format", "--config", str(config.absolute()), "--cluster-id", cluster_id,
+        STORAGE_TOOL, "format", "--config", str(config.absolute()), f"--cluster-id={cluster_id}",
         "--ignore-formatted", *(arg for user in scram_users for arg in ("--add-scram", user)),
     )  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=FORMAT_TIMEOUT, check=False)

@@ -37,7 +37,7 @@ def test_robots_txt_is_obeyed_and_its_crawl_delay_spaces_the_domain_hits(cluster
     assert counts["dropped_robots"] == len(site.reachable(site.seed_urls(), 3, obey_robots=False)) - len(expected)
     client = redis_client(cluster.settings, decode=True)
     domain = site.hosts[0].split(":")[0]
-    assert float(client.get(keys.throttle_key(domain, "link") + ":throttle_delay")) == 0.25
+    assert float(client.hget(keys.throttle_state(keys.throttle_key(domain, "link")), "delay")) == 0.25
     stamps = sorted(p["timestamp"] for p in pages)  # sent right after each download
     times = [datetime.fromisoformat(s).timestamp() for s in stamps]
     span = times[-1] - times[0]

@@ -89,7 +89,7 @@ def test_an_ip_keyed_throttle_uses_the_public_ip_from_the_configured_source(clus
         assert echo.of("/ip")
     domain = site.hosts[0].split(":")[0]
     client = redis_client(cluster.settings)
-    assert client.exists(keys.throttle_window(keys.throttle_key(domain, "link", "10.9.8.7")))
+    assert client.hget(keys.throttle_state(keys.throttle_key(domain, "link", "10.9.8.7")), "hits")
 
 
 @pytest.mark.slow

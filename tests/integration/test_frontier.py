@@ -136,14 +136,17 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
     got = [lease.record["url"] for lease in first.leases]
     assert got == ["http://a.com/0", "http://a.com/1", "http://b.com/0", "http://b.com/1"]
     assert first.denied == 2  # both domains have work left that their throttle now holds back (a metric)
-    assert redis_db.zcard(in_shard(redis_db, keys.throttle_window("link:a.com"), "a.com")) == 2
+    hits = redis_db.hget(in_shard(redis_db, keys.throttle_state("link:a.com"), "a.com"), "hits")
+    assert hits is not None
+    assert len(hits) == 2 * 17  # the two hits in the window, 17 characters each
+    assert 60 < redis_db.pttl(in_shard(redis_db, keys.throttle_state("link:a.com"), "a.com")) / 1000 <= 121
     assert redis_db.zscore(in_shard(redis_db, keys.snoozed("link"), "a.com"), "a.com") is not None
     popped = frontier.pop("link", 10, policy)
     assert popped.leases == []
     assert popped.denied == 0  # snoozed domains are not looked at again before they are due
     assert popped.retry_after is not None
     assert 55 < popped.retry_after <= 60
-    redis_db.delete(in_shard(redis_db, keys.throttle_window("link:c.com"), "c.com"))
+    redis_db.delete(in_shard(redis_db, keys.throttle_state("link:c.com"), "c.com"))
     assert (
         frontier.pop("link", 1, ThrottlePolicy(hits=2, window=60, blacklist=frozenset({"a.com", "b.com"}))).leases == []
     )

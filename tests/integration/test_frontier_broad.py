@@ -87,3 +87,25 @@ def test_domains_in_neither_set_are_adopted(frontier: Frontier, redis_db: redis.
     for _ in range(20):
         served |= {lease.domain for lease in frontier.pop("link", 10, ThrottlePolicy(hits=0), scan_limit=8).leases}
     assert len(served) == 40
+
+
+def test_a_domain_whose_next_request_outranks_the_ones_taken_with_it_goes_first(frontier: Frontier) -> None:
+    frontier.enqueue([new("http://a.test/10", "a.test", 10), new("http://a.test/8", "a.test", 8)])
+    frontier.enqueue([new("http://b.test/5", "b.test", 5), new("http://c.test/5", "c.test", 5)])
+    open_ = ThrottlePolicy(hits=0)
+    got = [lease.record["url"] for lease in frontier.pop("link", 3, open_).leases]
+    assert got[:3] == ["http://a.test/10", "http://a.test/8", "http://b.test/5"]
+    rest = got[3:] + [lease.record["url"] for lease in frontier.pop("link", 3, open_).leases]
+    assert rest == ["http://c.test/5"]  # (a Redis Cluster's shards tied for the best may share a batch)
+
+
+def test_hits_in_the_window_are_counted_across_changes_of_the_domains_limit(frontier: Frontier) -> None:
+    frontier.enqueue([new(f"http://a.test/{i}", "a.test") for i in range(10)])
+
+    def leased(hits: int) -> int:
+        policy = ThrottlePolicy(hits=1, window=60, moderated=False, overrides={"a.test": (hits, 60)})
+        return sum(len(frontier.pop("link", 10, policy).leases) for _ in range(4))
+
+    assert leased(3) == 3
+    assert leased(2) == 0  # three hits in the window already
+    assert leased(5) == 2  # the three count towards five

@@ -1,8 +1,10 @@
 """Every Redis key Shoal uses, as one function each.
 
 Names that Scrapy Cluster 1.3 defines are kept (reference §5): `<spiderid>:<domain>:queue`,
-`<spiderid>:dupefilter:<crawlid>`, `timeout:<spiderid>:<appid>:<crawlid>`, the throttle window keys
-and the `stats:` heartbeats. Keys Shoal adds sit next to them under the same spider prefix.
+`<spiderid>:dupefilter:<crawlid>`, `timeout:<spiderid>:<appid>:<crawlid>` and the `stats:` heartbeats;
+throttle keys keep Scrapy Cluster's `[<spider>:][<ip>:]<domain>` but hold one hash each (`:throttle`)
+instead of a window ZSET and a time string, so a pop reads a domain's throttle with one command.
+Keys Shoal adds sit next to them under the same spider prefix.
 The Lua scripts in utils/frontier/lua build the same names; `tests/integration/test_frontier.py` checks they agree.
 """
 
@@ -101,12 +103,10 @@ def throttle_key(domain: str, spiderid: str | None = None, public_ip: str | None
     return "".join(f"{part}:" for part in (spiderid, public_ip) if part) + domain
 
 
-def throttle_window(key: str) -> str:
-    return f"{key}:throttle_window"
-
-
-def throttle_time(key: str) -> str:
-    return f"{key}:throttle_time"
+def throttle_state(key: str) -> str:
+    """HASH of a throttle key, shared by every spider: its hits in the window, moderated slot,
+    pause (Retry-After, Crawl-delay) and Crawl-delay (utils/frontier/lua/lib/throttle_state.lua)."""
+    return f"{key}:throttle"
 
 
 def ingest_marks(topic: str, partition: int) -> str:
@@ -178,13 +178,3 @@ def rest_poll(uuid: str) -> str:
 def bloom_dupefilter(spiderid: str, crawlid: str) -> str:
     """Bitmap of a crawl's Bloom-filter dupefilter (DUPEFILTER_MODE bloom), idle expiry as the exact one."""
     return f"{spiderid}:dupefilter:{crawlid}:bloom"
-
-
-def throttle_pause(key: str) -> str:
-    """String: not-before time of a throttle key (Retry-After on 429/503), shared by every spider."""
-    return f"{key}:throttle_pause"
-
-
-def throttle_delay(key: str) -> str:
-    """String: seconds between two requests of a throttle key (robots.txt Crawl-delay)."""
-    return f"{key}:throttle_delay"

@@ -294,13 +294,14 @@ class Frontier:
         """A lease fetched at `at`, well after it was handed out: the domain's next moderated slot
         counts from the fetch (utils/frontier/lua/fetched.lua). True when the slot moved."""
         self.round_trips += 1
-        key = lease.tag + keys.throttle_time(throttle_key)
+        key = lease.tag + keys.throttle_state(throttle_key)
         return bool(self.scripts.fetched(keys=[key], args=[at, interval, FETCH_SLACK]))
 
     def set_throttle_delay(self, domain: str, throttle_key: str, seconds: float, ttl: int) -> None:
         """Seconds between two hits of a domain's throttle key cluster-wide (robots.txt Crawl-delay)."""
         self.round_trips += 1
-        self.client.set(self.shards.tag(domain) + keys.throttle_delay(throttle_key), seconds, ex=ttl)
+        key = self.shards.tag(domain) + keys.throttle_state(throttle_key)
+        self.scripts.throttle_delay(keys=[key], args=[seconds, ttl])
 
     # --- helpers ---------------------------------------------------------------------------------
     def _execute(self, pipe: Any) -> list[Any]:

@@ -31,9 +31,12 @@ class Scripts:
         self.release = client.register_script(source("release"))
         self.extend = client.register_script(source("extend"))
         self.fetched = client.register_script(source("fetched"))
+        self.throttle_delay = client.register_script(source("throttle_delay"))
 
     def all(self) -> list[Any]:
-        return [self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend, self.fetched]
+        return [
+            self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend, self.fetched, self.throttle_delay
+        ]
 
     def load(self, client: Any) -> None:
         """SCRIPT LOAD every script (after a Redis restart emptied the script cache)."""

@@ -1,16 +1,18 @@
 -- fetched.lua: a leased request was fetched late; its domain's next moderated slot counts from
 -- the fetch, so politeness holds at the moment of the fetch whatever the crawler's own queueing.
 --
--- KEYS[1]: the throttle key's `:throttle_time` (the moderated slot; with its shard's hash tag)
+-- KEYS[1]: the throttle key's hash `<throttle key>:throttle` (with its shard's hash tag)
 -- ARGV[1] fetch time (unix s)   ARGV[2] the domain's interval (window / hits, s)
 -- ARGV[3] slack: share of an interval a slot may lag behind (pop.lua's SLACK)
 -- Returns 1 when the slot moved forward, 0 when it was already later.
 -- pop.lua allows the next hit at slot + interval, so the next fetch comes >= (1 - slack) intervals
 -- after this one; a domain snoozed until the old time is snoozed again when it wakes.
 
-local slot = tonumber(redis.call('GET', KEYS[1]) or '0')
+--! include throttle_state
+
+local slot = tonumber(redis.call('HGET', KEYS[1], 'slot') or '0')
 local interval = tonumber(ARGV[2])
 local want = tonumber(ARGV[1]) - tonumber(ARGV[3]) * interval
 if want <= slot then return 0 end
-redis.call('SET', KEYS[1], tostring(want), 'PX', math.ceil(2000 * interval) + 60000)
+th_write(KEYS[1], {slot = th_stamp(want)}, want + 2 * interval + 60)
 return 1

@@ -18,13 +18,19 @@
 -- <sid>:snoozed ordered by the time their throttle next allows them and only the due ones move to
 -- <sid>:ready, where the best score wins and ties go to the oldest request. A domain is examined
 -- only when it is due, so one lease costs O(log N) whatever N. A throttle hit is spent only for a
--- request handed out. A throttle key T is also held back by `T:throttle_pause` (a not-before time:
--- Retry-After answers, robots.txt Crawl-delay) and `T:throttle_delay` (seconds between two hits, from
--- Crawl-delay), which apply even when the domain is otherwise unthrottled.
+-- request handed out. A throttle key's state is one hash (lib/throttle_state.lua): its hits in the
+-- window, its moderated slot, and a pause (Retry-After, Crawl-delay) and a delay (Crawl-delay) that
+-- apply even when the domain is otherwise unthrottled.
+-- A lease costs about five commands: the ready line is taken a batch at a time (ZPOPMIN) and its
+-- owners read at once; the domain's queue head and next head come with one read; the throttle is
+-- one read and one write. What the call changes in <sid>:ready_of, <sid>:snoozed and
+-- <sid>:inflight, and the payloads it reads, go in one command each at the end (or before a rare
+-- path reads them back).
 -- Each leased request moves into <sid>:inflight scored by its lease deadline. Requests waiting to
 -- retry (<sid>:delayed, scored by their not-before time) go back into their queue first, once due.
 
 --! include domain_sets
+--! include throttle_state
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -36,10 +42,18 @@ local state_ttl, promote_max = tonumber(ARGV[11]), tonumber(ARGV[12] or '100')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local heads, inflight = sid .. ':heads', sid .. ':inflight'
-local ready, snoozed = sid .. ':ready', sid .. ':snoozed'
+local ready, snoozed, ready_of = sid .. ':ready', sid .. ':snoozed', sid .. ':ready_of'
 local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is looked at again
 local SLACK = 0.05  -- share of an interval a late moderated slot may catch up (gap >= 0.95 interval)
+local CHUNK = 4000  -- most values one command takes from unpack() (Lua's C stack holds ~8,000)
 local denied = 0  -- domains this call snoozed on their throttle (a metric)
+
+-- One command per CHUNK values of `flat` (CHUNK is even: pairs stay whole).
+local function bulk(command, key, flat)
+  for i = 1, #flat, CHUNK do
+    redis.call(command, key, unpack(flat, i, math.min(i + CHUNK - 1, #flat)))
+  end
+end
 
 local function limits(domain)
   local o = overrides[domain]
@@ -49,23 +63,20 @@ end
 
 -- The domain's throttle as read now: when it next allows a hit (>= now), and what spend_hit needs.
 local function throttle_state(domain)
-  local key = prefix .. domain
-  local st = {key = key, at = now, n = 0, slot = 0}
-  local pause = tonumber(redis.call('GET', key .. ':throttle_pause') or '0')
+  local key = prefix .. domain .. ':throttle'
+  local f = redis.call('HMGET', key, 'hits', 'slot', 'pause', 'delay', 'delay_until', 'exp')
+  local st = {key = key, at = now, hits = f[1] or '', slot = tonumber(f[2]) or 0, exp = tonumber(f[6]) or 0}
+  local pause = tonumber(f[3]) or 0
   if pause > now then st.at = pause end
+  st.delay = ((tonumber(f[5]) or 0) > now and tonumber(f[4])) or 0
   st.h, st.w = limits(domain)
   if st.h <= 0 then return st end
-  local win = key .. ':throttle_window'
-  redis.call('ZREMRANGEBYSCORE', win, '-inf', now - st.w)
-  st.n = redis.call('ZCARD', win)
+  st.gone = th_count_until(st.hits, now - st.w)  -- hits that left the window
+  st.n = #st.hits / TH_WIDTH - st.gone
   if st.n >= st.h then  -- full: the hit that must leave the window first
-    local leaving = redis.call('ZRANGE', win, st.n - st.h, st.n - st.h, 'WITHSCORES')
-    st.at = math.max(st.at, tonumber(leaving[2]) + st.w)
+    st.at = math.max(st.at, th_hit(st.hits, st.gone + st.n - st.h) + st.w)
   end
-  if moderated and st.h > 1 then
-    st.slot = tonumber(redis.call('GET', key .. ':throttle_time') or '0')
-    st.at = math.max(st.at, st.slot + st.w / st.h)
-  end
+  if moderated and st.h > 1 then st.at = math.max(st.at, st.slot + st.w / st.h) end
   return st
 end
 
@@ -73,34 +84,42 @@ end
 -- interval while the domain keeps up, so late polls do not drift the rate below hits/window; it
 -- never falls more than SLACK of an interval behind now, so two hits are never closer than
 -- (1 - SLACK) intervals, and after an idle spell it restarts.
-local function spend_hit(st, member)
-  local key, at = st.key, now
-  local delay = tonumber(redis.call('GET', key .. ':throttle_delay') or '0')
-  if delay > 0 then
-    at = now + delay
-    redis.call('SET', key .. ':throttle_pause', tostring(at), 'PX', math.ceil(1000 * delay) + 1000)
+local function spend_hit(st)
+  local at, fields, n = now, {}, 0
+  local keep = now  -- the hash must live at least until then
+  if st.delay > 0 then
+    at = now + st.delay
+    fields[1], fields[2], n = 'pause', th_stamp(at), 2
+    keep = at
   end
   local h, w = st.h, st.w
-  if h <= 0 then return at end
-  local win = key .. ':throttle_window'
-  redis.call('ZADD', win, now, member)
-  redis.call('PEXPIRE', win, math.ceil(2000 * w))
-  if st.n + 1 >= h then
-    local leaving = redis.call('ZRANGE', win, st.n + 1 - h, st.n + 1 - h, 'WITHSCORES')
-    at = math.max(at, tonumber(leaving[2]) + w)
+  if h > 0 then
+    local kept = string.sub(st.hits, st.gone * TH_WIDTH + 1) .. th_stamp(now)
+    local count = st.n + 1
+    if count > h then
+      kept = string.sub(kept, (count - h) * TH_WIDTH + 1)
+      count = h
+    end
+    fields[n + 1], fields[n + 2], n = 'hits', kept, n + 2
+    if count >= h then at = math.max(at, th_hit(kept, 0) + w) end
+    if moderated and h > 1 then
+      local interval = w / h
+      local next_slot = math.max(st.slot + interval, now - SLACK * interval)
+      fields[n + 1], fields[n + 2], n = 'slot', th_stamp(next_slot), n + 2
+      at = math.max(at, next_slot + interval)
+    end
+    keep = math.max(keep, now + w)
   end
-  if moderated and h > 1 then
-    local interval = w / h
-    local next_slot = math.max(st.slot + interval, now - SLACK * interval)
-    redis.call('SET', key .. ':throttle_time', tostring(next_slot), 'PX', math.ceil(2000 * w))
-    at = math.max(at, next_slot + interval)
+  if n == 0 then return at end  -- unthrottled, no Crawl-delay: nothing to remember
+  if keep > st.exp then  -- extended by two windows at a time, not at every hit
+    local exp = math.max(keep, h > 0 and now + 2 * w or keep)
+    fields[n + 1], fields[n + 2], n = 'exp', th_stamp(exp), n + 2
+    redis.call('HSET', st.key, unpack(fields))
+    redis.call('PEXPIREAT', st.key, math.ceil(exp * 1000))
+  else
+    redis.call('HSET', st.key, unpack(fields))
   end
   return at
-end
-
-local function snooze(domain, at)
-  ds_leave(sid, domain)
-  redis.call('ZADD', snoozed, at, domain)
 end
 
 -- Domains whose throttle override changed since the last call are looked at again now, so a
@@ -164,39 +183,39 @@ local function promote_due()
   for d in pairs(touched) do ds_place(sid, d, now) end
 end
 
--- Snoozed domains whose time has come compete again, in line from the time they became due
--- (one read of each queue's head; the sets are written with one command each).
+-- Snoozed domains whose time has come compete again, in line from the time they became due, at
+-- their best queue score as <sid>:heads has it (a stale one is mended when the domain is leased).
 local function wake()
   -- When more domains are due than the spiders fetch (overload), they enter the competition in
-  -- due-time order, a few times a batch per call, rather than all at once: waking is cheap per
-  -- domain but not free. unpack() below takes at most ~8,000 values.
+  -- due-time order rather than all at once: a few times a batch per call while the ready line is
+  -- short, one batch per call once it holds a few batches (as many as the call leases), so
+  -- waking, cheap per domain but not free, is not spent on domains that would only wait in line.
   local most = math.min(budget, 2000, math.max(16, 4 * max_items))
+  if redis.call('ZCARD', ready) >= most then most = math.max(1, math.min(most, max_items)) end
   local due = redis.call('ZRANGEBYSCORE', snoozed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
   if #due == 0 then return end
-  local members, owners, gone = {}, {}, {}
-  for i = 1, #due, 2 do
-    local d = due[i]
-    local h = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 0, 'WITHSCORES')
-    if #h == 0 then
-      gone[#gone + 1] = d
-    else
-      local m = ds_stamp(tonumber(due[i + 1])) .. d
-      members[#members + 1] = h[2]
+  local domains = {}
+  for i = 1, #due, 2 do domains[#domains + 1] = due[i] end
+  local scores = redis.call('ZMSCORE', heads, unpack(domains))
+  local members, owners = {}, {}
+  for j, d in ipairs(domains) do
+    if scores[j] then  -- else the domain has nothing queued: it only leaves <sid>:snoozed
+      local m = ds_stamp(tonumber(due[2 * j])) .. d
+      members[#members + 1] = scores[j]
       members[#members + 1] = m
       owners[#owners + 1] = d
       owners[#owners + 1] = m
     end
   end
-  if #due / 2 < most then
+  if #domains < most then
     redis.call('ZREMRANGEBYSCORE', snoozed, '-inf', now)
   else
-    for i = 1, #due, 2 do redis.call('ZREM', snoozed, due[i]) end
+    bulk('ZREM', snoozed, domains)
   end
   if #members > 0 then
-    redis.call('ZADD', ready, unpack(members))
-    redis.call('HSET', sid .. ':ready_of', unpack(owners))
+    bulk('ZADD', ready, members)
+    bulk('HSET', ready_of, owners)
   end
-  if #gone > 0 then redis.call('ZREM', heads, unpack(gone)) end
 end
 
 -- Self-repair: domains with queued requests in neither set (written by an older Shoal, or left by
@@ -208,79 +227,159 @@ local function adopt(spent)
   if cursor >= n then cursor = 0 end
   local take = math.max(1, budget - spent)
   for _, d in ipairs(redis.call('ZRANGE', heads, cursor, cursor + take - 1)) do
-    if not redis.call('ZSCORE', snoozed, d) and redis.call('HEXISTS', sid .. ':ready_of', d) == 0 then
+    if not redis.call('ZSCORE', snoozed, d) and redis.call('HEXISTS', ready_of, d) == 0 then
       ds_place(sid, d, now)
     end
   end
   redis.call('HSET', sid .. ':policy', 'adopt', tostring(cursor + take))
 end
 
--- Lease the domain's best request; the domain then waits for its throttle, or goes to the back
--- of the ready line.
-local function lease_one(d, rm, qm, score, st)
-  local queue = sid .. ':' .. d .. ':queue'
-  redis.call('ZREM', queue, qm)
-  redis.call('ZREM', ready, rm)
-  local at = spend_hit(st, qm)
-  local h = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
-  if #h == 0 then
-    redis.call('HDEL', sid .. ':ready_of', d)
-    redis.call('ZREM', heads, d)
-  else
-    if tonumber(h[2]) ~= score then redis.call('ZADD', heads, h[2], d) end
-    if at > now then
-      redis.call('HDEL', sid .. ':ready_of', d)
-      redis.call('ZADD', snoozed, at, d)
-      denied = denied + 1
+-- What the lease loop changed, written once: each domain's ready member (false = none) and the
+-- domains snoozed until a time. `owner` is what the loop knows of <sid>:ready_of.
+local owner, owner_changed, snooze_until = {}, {}, {}
+local function set_owner(d, m)
+  owner[d] = m
+  owner_changed[d] = true
+end
+local function snooze(d, at)
+  set_owner(d, false)
+  snooze_until[d] = at
+end
+local function flush()
+  local set, del, sleep = {}, {}, {}
+  for d in pairs(owner_changed) do
+    if owner[d] then
+      set[#set + 1] = d
+      set[#set + 1] = owner[d]
     else
-      ds_enter(sid, d, tonumber(h[2]), now)
+      del[#del + 1] = d
     end
   end
-  redis.call('ZADD', inflight, now + lease, d .. '\t' .. qm)
+  for d, at in pairs(snooze_until) do
+    sleep[#sleep + 1] = at
+    sleep[#sleep + 1] = d
+  end
+  bulk('HSET', ready_of, set)
+  bulk('HDEL', ready_of, del)
+  bulk('ZADD', snoozed, sleep)
+  owner_changed, snooze_until = {}, {}
+end
+
+-- A ready entry that does not match its domain's queue: the domain goes where its queue says.
+local function mend(d)
+  flush()
+  ds_place(sid, d, now)
+  owner[d] = redis.call('HGET', ready_of, d) or false
+end
+
+local out = {0, 0, ''}
+local leased, work = 0, 0
+local entries = {}  -- <sid>:inflight entries of this call's leases (score, member, ...)
+local payloads = {}  -- crawl -> {fields = {...}, slots = {out positions}}
+
+-- Lease the domain's best request (`head`: its queue's first two members with their scores); the
+-- domain then waits for its throttle, or goes to the back of the ready line. Returns the score it
+-- re-entered the ready line at, if it did.
+local function lease_one(d, head, score, st)
+  local qm = head[1]
+  redis.call('ZREM', sid .. ':' .. d .. ':queue', qm)
+  local at = spend_hit(st)
+  local again = nil
+  if #head < 4 then  -- the queue is empty now
+    set_owner(d, false)
+    redis.call('ZREM', heads, d)
+  else
+    local next_score = tonumber(head[4])
+    if next_score ~= score then redis.call('ZADD', heads, next_score, d) end
+    if at > now then
+      snooze(d, at)
+      denied = denied + 1
+    else
+      local m = ds_stamp(now) .. d
+      redis.call('ZADD', ready, next_score, m)
+      set_owner(d, m)
+      again = next_score
+    end
+  end
+  entries[#entries + 1] = now + lease
+  entries[#entries + 1] = d .. '\t' .. qm
   local name, crawl = crawl_of(qm)
-  if not name then return '', '' end
-  count(crawl, 'queued', -1)
-  count(crawl, 'inflight', 1)
-  return redis.call('HGET', crawl .. ':requests', string.sub(qm, 1, 16) .. d) or '', name
+  out[#out + 1] = d
+  out[#out + 1] = qm
+  out[#out + 1] = ''
+  out[#out + 1] = name or ''
+  if name then
+    count(crawl, 'queued', -1)
+    count(crawl, 'inflight', 1)
+    local p = payloads[crawl]
+    if not p then p = {fields = {}, slots = {}}; payloads[crawl] = p end
+    p.fields[#p.fields + 1] = string.sub(qm, 1, 16) .. d
+    p.slots[#p.slots + 1] = #out - 1
+  end
+  return again
+end
+
+-- Look at one entry taken from the ready line (`rm` scored `score`): lease, snooze or mend.
+local function examine(d, rm, score)
+  if owner[d] ~= rm then  -- a stale entry
+    mend(d)
+    work = work + 1
+  elseif blacklist[d] then
+    snooze(d, now + BLACKLIST_RECHECK)
+    work = work + 1
+  else
+    local head = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 1, 'WITHSCORES')
+    if #head == 0 or tonumber(head[2]) ~= score then
+      set_owner(d, false)
+      mend(d)
+      work = work + 1
+    else
+      local st = throttle_state(d)
+      if st.at > now then
+        snooze(d, st.at)
+        denied = denied + 1
+        work = work + 1
+      else
+        leased = leased + 1
+        return lease_one(d, head, score, st)
+      end
+    end
+  end
+  return nil
 end
 
 apply_override_changes()
 promote_due()
 wake()
 adopt(0)
-local out = {0, 0, ''}
-local leased, work = 0, 0
 while leased < max_items and work < budget do
-  local best = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-  if #best == 0 then break end
-  local d = string.sub(best[1], 14)
-  local head = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 0, 'WITHSCORES')
-  if #head == 0 or tonumber(head[2]) ~= tonumber(best[2])
-     or redis.call('HGET', sid .. ':ready_of', d) ~= best[1] then
-    redis.call('ZREM', ready, best[1])  -- a stale entry: the domain goes where its queue says
-    if redis.call('HGET', sid .. ':ready_of', d) == best[1] then redis.call('HDEL', sid .. ':ready_of', d) end
-    ds_place(sid, d, now)
-    work = work + 1
-  elseif blacklist[d] then
-    snooze(d, now + BLACKLIST_RECHECK)
-    work = work + 1
-  else
-    local st = throttle_state(d)
-    if st.at > now then
-      snooze(d, st.at)
-      denied = denied + 1
-      work = work + 1
-    else
-      local payload, name = lease_one(d, best[1], head[1], tonumber(head[2]), st)
-      leased = leased + 1
-      out[#out + 1] = d
-      out[#out + 1] = head[1]
-      out[#out + 1] = payload
-      out[#out + 1] = name
+  flush()
+  local taken = redis.call('ZPOPMIN', ready, math.min(max_items - leased, budget - work))
+  if #taken == 0 then break end
+  local domains = {}
+  for i = 1, #taken, 2 do domains[#domains + 1] = string.sub(taken[i], 14) end
+  local owners = redis.call('HMGET', ready_of, unpack(domains))
+  for j, d in ipairs(domains) do owner[d] = owners[j] or false end
+  for j, d in ipairs(domains) do
+    local again = examine(d, taken[2 * j - 1], tonumber(taken[2 * j]))
+    -- A domain back in line ahead of the entries still taken: they go back, in their places.
+    if again and j < #domains and again < tonumber(taken[2 * j + 2]) then
+      local back = {}
+      for k = 2 * j + 1, #taken, 2 do
+        back[#back + 1] = taken[k + 1]
+        back[#back + 1] = taken[k]
+      end
+      bulk('ZADD', ready, back)
+      break
     end
   end
 end
-
+flush()
+bulk('ZADD', inflight, entries)
+for crawl, p in pairs(payloads) do
+  local values = redis.call('HMGET', crawl .. ':requests', unpack(p.fields))
+  for k, slot in ipairs(p.slots) do out[slot] = values[k] or '' end
+end
 for crawl, fields in pairs(counts) do
   for field, n in pairs(fields) do redis.call('HINCRBY', crawl .. ':progress', field, n) end
   redis.call('EXPIRE', crawl .. ':progress', state_ttl)

@@ -12,6 +12,8 @@
 -- pop.lua moves a delayed request back into its queue once its not-before time has come; the
 -- crawl's progress counts it under `retrying` meanwhile, so the crawl never looks finished.
 
+--! include throttle_state
+
 local NF = 9
 local state_ttl = tonumber(ARGV[1])
 local t = redis.call('TIME')
@@ -20,11 +22,9 @@ local out = {}
 
 local function hold_back(key, seconds)
   if key == '' or seconds <= 0 then return end
-  local pause = key .. ':throttle_pause'
-  local current = tonumber(redis.call('GET', pause) or '0')
-  if now + seconds > current then
-    redis.call('SET', pause, tostring(now + seconds), 'PX', math.ceil(1000 * seconds) + 1000)
-  end
+  local hash = key .. ':throttle'
+  local current = tonumber(redis.call('HGET', hash, 'pause') or '0')
+  if now + seconds > current then th_write(hash, {pause = th_stamp(now + seconds)}, now + seconds + 1) end
 end
 
 for i = 2, #ARGV, NF do

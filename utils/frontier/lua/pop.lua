@@ -207,11 +207,7 @@ local function wake()
       owners[#owners + 1] = m
     end
   end
-  if #domains < most then
-    redis.call('ZREMRANGEBYSCORE', snoozed, '-inf', now)
-  else
-    bulk('ZREM', snoozed, domains)
-  end
+  redis.call('ZREMRANGEBYRANK', snoozed, 0, #domains - 1)  -- the due domains read above are its first
   if #members > 0 then
     bulk('ZADD', ready, members)
     bulk('HSET', ready_of, owners)

@@ -10,9 +10,9 @@
 
 --! include throttle_state
 
-local slot = tonumber(redis.call('HGET', KEYS[1], 'slot') or '0')
+local f = redis.call('HMGET', KEYS[1], 'slot', 'exp')
 local interval = tonumber(ARGV[2])
 local want = tonumber(ARGV[1]) - tonumber(ARGV[3]) * interval
-if want <= slot then return 0 end
-th_write(KEYS[1], {slot = th_stamp(want)}, want + 2 * interval + 60)
+if want <= (tonumber(f[1]) or 0) then return 0 end
+th_write(KEYS[1], {slot = th_stamp(want)}, want + 2 * interval + 60, tonumber(f[2]) or 0)
 return 1

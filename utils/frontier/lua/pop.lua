@@ -85,12 +85,12 @@ end
 -- never falls more than SLACK of an interval behind now, so two hits are never closer than
 -- (1 - SLACK) intervals, and after an idle spell it restarts.
 local function spend_hit(st)
-  local at, fields, n = now, {}, 0
-  local keep = now  -- the hash must live at least until then
+  local at, fields = now, {}
+  local need = now  -- the hash must live at least until then
   if st.delay > 0 then
     at = now + st.delay
-    fields[1], fields[2], n = 'pause', th_stamp(at), 2
-    keep = at
+    fields.pause = th_stamp(at)
+    need = at
   end
   local h, w = st.h, st.w
   if h > 0 then
@@ -100,25 +100,18 @@ local function spend_hit(st)
       kept = string.sub(kept, (count - h) * TH_WIDTH + 1)
       count = h
     end
-    fields[n + 1], fields[n + 2], n = 'hits', kept, n + 2
+    fields.hits = kept
     if count >= h then at = math.max(at, th_hit(kept, 0) + w) end
     if moderated and h > 1 then
       local interval = w / h
       local next_slot = math.max(st.slot + interval, now - SLACK * interval)
-      fields[n + 1], fields[n + 2], n = 'slot', th_stamp(next_slot), n + 2
+      fields.slot = th_stamp(next_slot)
       at = math.max(at, next_slot + interval)
     end
-    keep = math.max(keep, now + w)
+    need = math.max(need, now + w)
   end
-  if n == 0 then return at end  -- unthrottled, no Crawl-delay: nothing to remember
-  if keep > st.exp then  -- extended by two windows at a time, not at every hit
-    local exp = math.max(keep, h > 0 and now + 2 * w or keep)
-    fields[n + 1], fields[n + 2], n = 'exp', th_stamp(exp), n + 2
-    redis.call('HSET', st.key, unpack(fields))
-    redis.call('PEXPIREAT', st.key, math.ceil(exp * 1000))
-  else
-    redis.call('HSET', st.key, unpack(fields))
-  end
+  if next(fields) == nil then return at end  -- unthrottled, no Crawl-delay: nothing to remember
+  th_write(st.key, fields, need, st.exp, h > 0 and now + 2 * w or nil)  -- two windows at a time
   return at
 end
 

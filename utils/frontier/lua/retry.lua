@@ -23,8 +23,10 @@ local out = {}
 local function hold_back(key, seconds)
   if key == '' or seconds <= 0 then return end
   local hash = key .. ':throttle'
-  local current = tonumber(redis.call('HGET', hash, 'pause') or '0')
-  if now + seconds > current then th_write(hash, {pause = th_stamp(now + seconds)}, now + seconds + 1) end
+  local f = redis.call('HMGET', hash, 'pause', 'exp')
+  if now + seconds > (tonumber(f[1]) or 0) then
+    th_write(hash, {pause = th_stamp(now + seconds)}, now + seconds + 1, tonumber(f[2]) or 0)
+  end
 end
 
 for i = 2, #ARGV, NF do

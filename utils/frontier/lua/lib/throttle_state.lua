@@ -30,18 +30,22 @@ local function th_count_until(hits, t)
   return lo
 end
 
--- Write fields of the hash `key` and keep it alive at least until `keep` (unix s).
-local function th_write(key, fields, keep)
-  local exp = tonumber(redis.call('HGET', key, 'exp') or '0')
-  local args = {}
+-- Write fields (a table) of the hash `key` and keep it alive at least until `need` (unix s).
+-- `exp` is its `exp` field when the caller has read it already (else it is read here). When the
+-- key must live longer it is kept until `ahead` if that is later, so that a key written at every
+-- hit is not extended at every hit.
+local function th_write(key, fields, need, exp, ahead)
+  exp = exp or tonumber(redis.call('HGET', key, 'exp') or '0')
+  local args, keep = {}, nil
   for field, value in pairs(fields) do
     args[#args + 1] = field
     args[#args + 1] = value
   end
-  if keep > exp then
+  if need > exp then
+    keep = math.max(need, ahead or need)
     args[#args + 1] = 'exp'
     args[#args + 1] = th_stamp(keep)
   end
   redis.call('HSET', key, unpack(args))
-  if keep > exp then redis.call('PEXPIREAT', key, math.ceil(keep * 1000)) end
+  if keep then redis.call('PEXPIREAT', key, math.ceil(keep * 1000)) end
 end

@@ -7,17 +7,14 @@ from the network (suffix_list_urls=()), so a crawler starts the same way offline
 from __future__ import annotations
 
 import ipaddress
-import re
-import socket
 from functools import lru_cache
 from urllib.parse import urlsplit
 
 import tldextract
 
+from utils.config.address_policy import literal_address
+
 _extract = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
-
-
-_NUMERIC = re.compile(r"[0-9][0-9a-fx.]*")  # what inet_aton may read as an IPv4 address
 
 
 @lru_cache(maxsize=65536)
@@ -35,18 +32,10 @@ def host_domain(host: str) -> str:
 
 def numeric_address(host: str) -> str | None:
     """The canonical text of an IP address host, however spelt (decimal, hex, octal, IPv4-mapped)."""
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        if not _NUMERIC.fullmatch(host):
-            return None
-        try:
-            return socket.inet_ntoa(socket.inet_aton(host))  # the C library's reading, as the resolver's
-        except OSError:
-            return None
+    ip = literal_address(host)  # the address policy's reading: both must agree on what is an address
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return str(ip.ipv4_mapped)
-    return str(ip)
+    return None if ip is None else str(ip)
 
 
 def _registered_domain(host: str) -> str:

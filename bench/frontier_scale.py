@@ -5,6 +5,12 @@ client pops as a crawler does (batches of SCHEDULER_POP_BATCH through the real `
 - throttle off: how fast one client can pop at all (the queues drain);
 - the default throttle (QUEUE_HITS per QUEUE_WINDOW, moderated): leases/s in the steady state after
   one interval (the first requests of every domain are due at once), against N x hits / window.
+When one client cannot pop as fast as the throttle allows (the throttle-off rate is below N x hits /
+window), the target is the throttle-off rate itself, and the two are compared on the same machine
+at the same moments: the throttled pops alternate, in slices of SLICE seconds, with throttle-off
+pops of a second spider holding the same N domains in the same Redis (a shared VM's speed drifts
+by a third within minutes, more than the difference measured). The first, separate throttle-off
+run is reported too.
 Each pop's Redis time comes from SLOWLOG (every command logged during the measured phase), so the
 figure is the script's own cost, without the client. Targets: throttled leases/s >= 0.95 x
 min(allowed, throttle-off rate); the pop's p50 Redis time per leased request at the largest N
@@ -29,6 +35,8 @@ from utils.frontier.fingerprint import fingerprint
 from utils.services import start_local_services
 
 SPIDER = "link"
+OPEN_SPIDER = "open"  # the throttle-off spider the throttled pops alternate with
+SLICE = 0.5  # seconds of one mode before the other
 PER_DOMAIN = 4
 _DEFAULTS = Settings(default_values())
 POP_BATCH = _DEFAULTS.get_int("SCHEDULER_POP_BATCH")
@@ -38,16 +46,16 @@ THROTTLED = ThrottlePolicy(key_prefix="link:", hits=HITS, window=WINDOW, moderat
 OPEN = ThrottlePolicy(hits=0)
 
 
-def fill(frontier: Frontier, domains: int) -> None:
-    """`domains` domains x PER_DOMAIN requests, same priority, in enqueue batches of 2,000."""
+def fill(frontier: Frontier, domains: int, spider: str = SPIDER) -> None:
+    """`domains` domains x PER_DOMAIN requests of `spider`, same priority, in enqueue batches of 2,000."""
     batch: list[NewRequest] = []
     for i in range(PER_DOMAIN):
         for d in range(domains):
             domain = f"d{d}.bench.test"
             url = f"http://{domain}/page/{i}.html"
-            record = crawl_request.to_record({"url": url, "appid": "bench", "crawlid": "scale", "spiderid": SPIDER})
+            record = crawl_request.to_record({"url": url, "appid": "bench", "crawlid": "scale", "spiderid": spider})
             payload = crawl_request.encode(record)
-            batch.append(NewRequest(SPIDER, domain, 1, "bench", "scale", payload, fingerprint(url)))
+            batch.append(NewRequest(spider, domain, 1, "bench", "scale", payload, fingerprint(url)))
             if len(batch) == 2000:
                 frontier.enqueue(batch)
                 batch = []
@@ -56,14 +64,14 @@ def fill(frontier: Frontier, domains: int) -> None:
 
 
 def pop_for(
-    frontier: Frontier, policy: ThrottlePolicy, seconds: float, sizes: list[int] | None = None
+    frontier: Frontier, policy: ThrottlePolicy, seconds: float, sizes: list[int] | None = None, spider: str = SPIDER
 ) -> tuple[int, int, float]:
     """Pop as fast as one client can for `seconds` (or until nothing is left): (leases, pops, elapsed);
     each pop's number of leases is appended to `sizes`."""
     leases = pops = 0
     started = time.monotonic()
     while time.monotonic() - started < seconds:
-        popped = frontier.pop(SPIDER, POP_BATCH, policy, SCAN_LIMIT)
+        popped = frontier.pop(spider, POP_BATCH, policy, SCAN_LIMIT)
         pops += 1
         leases += len(popped.leases)
         if sizes is not None:
@@ -75,11 +83,32 @@ def pop_for(
     return leases, pops, time.monotonic() - started
 
 
-def pop_times(client: redis.Redis, sha: str) -> list[float]:
-    """Microseconds of every pop script call SLOWLOG recorded, oldest first."""
-    entries = client.slowlog_get(10_000_000)
-    mine = [e for e in entries if len(e["command"].split()) > 1 and e["command"].split()[1] == sha.encode()]
-    return [float(e["duration"]) for e in reversed(mine)]
+def pop_times(client: redis.Redis, sha: str, spider: str = SPIDER) -> list[float]:
+    """Microseconds of every pop script call of `spider` SLOWLOG recorded, oldest first."""
+    mine = []
+    for entry in client.slowlog_get(10_000_000):
+        words = entry["command"].split()  # EVALSHA <sha> 1 <route> <spiderid> ...
+        if len(words) > 4 and words[1] == sha.encode() and words[4] == spider.encode():
+            mine.append(float(entry["duration"]))
+    return mine[::-1]
+
+
+def per_lease(times: list[float], sizes: list[int]) -> list[float]:
+    return [us / n for us, n in zip(times, sizes, strict=False) if n]
+
+
+def alternate(frontier: Frontier, seconds: float, throttled: list[int], opened: list[int]) -> dict[str, float]:
+    """Throttled pops of SPIDER and throttle-off pops of OPEN_SPIDER in turns of SLICE seconds, for
+    `seconds` of each: leases and seconds of each mode."""
+    got = {"leases": 0.0, "elapsed": 0.0, "off_leases": 0.0, "off_elapsed": 0.0}
+    while got["elapsed"] < seconds:
+        leases, _, elapsed = pop_for(frontier, THROTTLED, SLICE, throttled)
+        got["leases"] += leases
+        got["elapsed"] += elapsed
+        leases, _, elapsed = pop_for(frontier, OPEN, SLICE, opened, spider=OPEN_SPIDER)
+        got["off_leases"] += leases
+        got["off_elapsed"] += elapsed
+    return got
 
 
 def measure(client: redis.Redis, domains: int, measure_s: float) -> dict[str, Any]:
@@ -87,10 +116,14 @@ def measure(client: redis.Redis, domains: int, measure_s: float) -> dict[str, An
     frontier = Frontier(client, lease_timeout=3600)
     fill(frontier, domains)
     off_leases, _, off_elapsed = pop_for(frontier, OPEN, 30.0)
-    off_rate = off_leases / off_elapsed
+    first_off_rate = off_leases / off_elapsed
+    allowed = domains * HITS / WINDOW
+    client_bound = first_off_rate < allowed
     client.flushall()
     frontier = Frontier(client, lease_timeout=3600)
     fill(frontier, domains)
+    if client_bound:
+        fill(frontier, domains, OPEN_SPIDER)
     interval = WINDOW / HITS
     began = burst_done = time.monotonic()
     # Every first request is due at once: the burst ends with a short batch, or after an interval
@@ -106,24 +139,34 @@ def measure(client: redis.Redis, domains: int, measure_s: float) -> dict[str, An
     client.config_set("slowlog-log-slower-than", 0)
     client.slowlog_reset()
     sizes: list[int] = []
-    leases, pops, elapsed = pop_for(frontier, THROTTLED, measure_s, sizes)
+    off_sizes: list[int] = []
+    if client_bound:
+        got = alternate(frontier, measure_s, sizes, off_sizes)
+        leases, elapsed = int(got["leases"]), got["elapsed"]
+        off_rate = got["off_leases"] / got["off_elapsed"]
+    else:
+        leases, _, elapsed = pop_for(frontier, THROTTLED, measure_s, sizes)
+        off_rate = first_off_rate
     client.config_set("slowlog-log-slower-than", 10_000)
     times = pop_times(client, frontier.scripts.pop.sha)
-    per_lease = [us / n for us, n in zip(times, sizes, strict=False) if n]
+    lease_times = per_lease(times, sizes)
+    off_lease_times = per_lease(pop_times(client, frontier.scripts.pop.sha, OPEN_SPIDER), off_sizes)
     client.slowlog_reset()
-    allowed = domains * HITS / WINDOW
     rate = leases / elapsed
     return {
         "domains": domains,
         "allowed_per_s": round(allowed, 1),
         "throttle_off_per_s": round(off_rate, 1),
+        "throttle_off_alone_per_s": round(first_off_rate, 1),
+        "off_measured": "alternating slices" if client_bound else "alone, before",
         "leases_per_s": round(rate, 1),
         "ratio": round(rate / min(allowed, off_rate), 3),
-        "pops": pops,
+        "pops": len(sizes),
         "pop_p50_us": percentile(times, 50) if times else None,
         "pop_p99_us": percentile(times, 99) if times else None,
-        "per_lease_p50_us": round(percentile(per_lease, 50), 1) if per_lease else None,
-        "per_lease_p99_us": round(percentile(per_lease, 99), 1) if per_lease else None,
+        "per_lease_p50_us": round(percentile(lease_times, 50), 1) if lease_times else None,
+        "per_lease_p99_us": round(percentile(lease_times, 99), 1) if lease_times else None,
+        "off_per_lease_p50_us": round(percentile(off_lease_times, 50), 1) if off_lease_times else None,
         "mean_batch": round(leases / max(1, sum(1 for n in sizes if n)), 2),
     }
 
@@ -131,8 +174,12 @@ def measure(client: redis.Redis, domains: int, measure_s: float) -> dict[str, An
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--domains", type=int, nargs="+", default=[100, 1000, 10_000, 100_000])
-    parser.add_argument("--measure", type=float, default=2 * WINDOW / HITS,
-                        help="seconds of steady state measured per N (whole throttle intervals)")
+    parser.add_argument(
+        "--measure",
+        type=float,
+        default=2 * WINDOW / HITS,
+        help="seconds of steady state measured per N (whole throttle intervals)",
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmp:
@@ -142,10 +189,14 @@ def main() -> int:
             for n in args.domains:
                 row = measure(client, n, args.measure)
                 rows.append(row)
-                print(f"N={n:>7}: {row['leases_per_s']:>9} leases/s, allowed {row['allowed_per_s']:>9}, "
-                      f"throttle off {row['throttle_off_per_s']:>9}, ratio {row['ratio']}, "
-                      f"pop p50 {row['pop_p50_us']} us, p99 {row['pop_p99_us']} us, per lease p50 "
-                  f"{row['per_lease_p50_us']} us, p99 {row['per_lease_p99_us']} us", flush=True)
+                print(
+                    f"N={n:>7}: {row['leases_per_s']:>9} leases/s, allowed {row['allowed_per_s']:>9}, "
+                    f"throttle off {row['throttle_off_per_s']:>9} ({row['off_measured']}; alone "
+                    f"{row['throttle_off_alone_per_s']}), ratio {row['ratio']}, pop p50 {row['pop_p50_us']} us, "
+                    f"p99 {row['pop_p99_us']} us, per lease p50 {row['per_lease_p50_us']} us, p99 "
+                    f"{row['per_lease_p99_us']} us (throttle off: {row['off_per_lease_p50_us']} us)",
+                    flush=True,
+                )
         finally:
             services.stop_all()
     smallest, largest = rows[0], rows[-1]

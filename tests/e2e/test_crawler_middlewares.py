@@ -14,7 +14,7 @@ from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
 from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
-from utils.frontier import keys
+from utils.frontier import keys, throttle_state
 from utils.services import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -37,7 +37,9 @@ def test_robots_txt_is_obeyed_and_its_crawl_delay_spaces_the_domain_hits(cluster
     assert counts["dropped_robots"] == len(site.reachable(site.seed_urls(), 3, obey_robots=False)) - len(expected)
     client = redis_client(cluster.settings, decode=True)
     domain = site.hosts[0].split(":")[0]
-    assert float(client.hget(keys.throttle_state(keys.throttle_key(domain, "link")), "delay")) == 0.25
+    state = throttle_state.read(redis_client(cluster.settings), keys.throttle_key(domain, "link"), domain)
+    assert state is not None
+    assert state.delay == 0.25
     stamps = sorted(p["timestamp"] for p in pages)  # sent right after each download
     times = [datetime.fromisoformat(s).timestamp() for s in stamps]
     span = times[-1] - times[0]

@@ -14,7 +14,7 @@ from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
 from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
-from utils.frontier import keys
+from utils.frontier import keys, throttle_state
 from utils.services import free_port
 
 pytestmark = pytest.mark.e2e
@@ -89,7 +89,9 @@ def test_an_ip_keyed_throttle_uses_the_public_ip_from_the_configured_source(clus
         assert echo.of("/ip")
     domain = site.hosts[0].split(":")[0]
     client = redis_client(cluster.settings)
-    assert client.hget(keys.throttle_state(keys.throttle_key(domain, "link", "10.9.8.7")), "hits")
+    state = throttle_state.read(client, keys.throttle_key(domain, "link", "10.9.8.7"), domain)
+    assert state is not None
+    assert state.hits
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from tests.support.kafka import TopicReader, produce
 from tests.support.services import wait_until
 from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
-from utils.frontier import keys
+from utils.frontier import keys, throttle_state
 from utils.proxies import keys as proxy_keys
 from utils.proxies.pool import ProxyPool
 from utils.services import free_port
@@ -198,7 +198,9 @@ def test_domain_waits_while_every_proxy_is_quarantined_and_resumes(cluster_facto
         wait_until(lambda: "All proxies quarantined for domain" in cluster.components[1].log_path.read_text(),
                    timeout=60, message="no hold-back log line")  # fmt: skip
         wait_until(lambda: int(client.hget(progress_key, "retrying") or 0) >= 1, timeout=10, message="not retrying")
-        assert client.hget(keys.throttle_state(keys.throttle_key(domain, "link")), "pause")
+        held = throttle_state.read(redis_client(cluster.settings), keys.throttle_key(domain, "link"), domain)
+        assert held is not None
+        assert held.pause > 0
         # the proxy came back after its cool-down and was banned again: it returns to rotation
         wait_until(lambda: int(client.hget(proxy_keys.proxy_domain(label, domain), "strikes") or 0) >= 2, timeout=30)
         firehose.poll(0.5)

@@ -8,7 +8,16 @@ import pytest
 import redis
 
 from tests.support.frontier_keys import crawl_counters, in_shard
-from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy, crawl_request, keys, stored_requests
+from utils.frontier import (
+    Ack,
+    Frontier,
+    NewRequest,
+    ThrottlePolicy,
+    crawl_request,
+    keys,
+    stored_requests,
+    throttle_state,
+)
 from utils.frontier.fingerprint import fingerprint
 
 pytestmark = pytest.mark.integration
@@ -136,17 +145,20 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
     got = [lease.record["url"] for lease in first.leases]
     assert got == ["http://a.com/0", "http://a.com/1", "http://b.com/0", "http://b.com/1"]
     assert first.denied == 2  # both domains have work left that their throttle now holds back (a metric)
-    hits = redis_db.hget(in_shard(redis_db, keys.throttle_state("link:a.com"), "a.com"), "hits")
-    assert hits is not None
-    assert len(hits) == 2 * 17  # the two hits in the window, 17 characters each
-    assert 60 < redis_db.pttl(in_shard(redis_db, keys.throttle_state("link:a.com"), "a.com")) / 1000 <= 121
-    assert redis_db.zscore(in_shard(redis_db, keys.snoozed("link"), "a.com"), "a.com") is not None
+    states = in_shard(redis_db, keys.throttle_states("link:a.com", "a.com"), "a.com")
+    state = throttle_state.ThrottleState.decode(redis_db.hget(states, "a.com"))
+    assert len(state.hits) == 2  # the two hits in the window
+    assert 60 < state.exp - time.time() <= 121  # kept a window past the last hit's window, then swept
+    assert redis_db.pttl(states) / 1000 > state.exp - time.time()  # the hash outlives its states
+    member = redis_db.hget(in_shard(redis_db, keys.line_of("link"), "a.com"), "a.com")
+    assert member is not None
+    assert int(member[:13], 16) / 1e6 > time.time() + 50
     popped = frontier.pop("link", 10, policy)
     assert popped.leases == []
     assert popped.denied == 0  # snoozed domains are not looked at again before they are due
     assert popped.retry_after is not None
     assert 55 < popped.retry_after <= 60
-    redis_db.delete(in_shard(redis_db, keys.throttle_state("link:c.com"), "c.com"))
+    redis_db.hdel(in_shard(redis_db, keys.throttle_states("c.com", "c.com"), "c.com"), "c.com")
     assert (
         frontier.pop("link", 1, ThrottlePolicy(hits=2, window=60, blacklist=frozenset({"a.com", "b.com"}))).leases == []
     )

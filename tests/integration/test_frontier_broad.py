@@ -5,6 +5,7 @@ queued (in neither set) are adopted."""
 
 from __future__ import annotations
 
+import struct
 import time
 from collections import defaultdict
 
@@ -12,8 +13,9 @@ import pytest
 import redis
 
 from tests.integration.test_frontier import new
-from tests.support.frontier_keys import every_key
-from utils.frontier import Frontier, ThrottlePolicy
+from tests.support.frontier_keys import every_key, in_shard
+from utils.frontier import Frontier, ThrottlePolicy, keys, throttle_state
+from utils.frontier.shards import Shards
 
 pytestmark = pytest.mark.integration
 
@@ -80,13 +82,46 @@ def test_a_changed_override_applies_before_the_old_due_time(frontier: Frontier) 
 
 def test_domains_in_neither_set_are_adopted(frontier: Frontier, redis_db: redis.Redis) -> None:
     fill(frontier, domains=40, per_domain=1)
-    for pattern in ("*link:ready*", "*link:snoozed", "*link:policy"):
+    for pattern in ("*link:line*", "*link:classes_*", "*link:policy"):
         for key in every_key(redis_db, pattern):
             redis_db.delete(key)  # as an older Shoal left its queues: heads and queues only
     served: set[str] = set()
     for _ in range(20):
         served |= {lease.domain for lease in frontier.pop("link", 10, ThrottlePolicy(hits=0), scan_limit=8).leases}
     assert len(served) == 40
+
+
+def test_classes_missing_from_both_listings_are_found_again(frontier: Frontier, redis_db: redis.Redis) -> None:
+    fill(frontier, domains=30, per_domain=2)
+    frontier.enqueue([new("http://top.test/1", "top.test", 50)])
+    open_ = ThrottlePolicy(hits=0)
+    assert [lease.domain for lease in frontier.pop("link", 1, open_).leases] == ["top.test"]
+    frontier.enqueue([new("http://top.test/2", "top.test", 50)])
+    for key in every_key(redis_db, "*link:classes_*"):
+        redis_db.delete(key)  # as a failed call could leave them: the line is whole, its classes unlisted
+    deadline = time.monotonic() + 10
+    got: list[str] = []
+    while "top.test" not in got and time.monotonic() < deadline:
+        got = [lease.domain for lease in frontier.pop("link", 1, open_).leases]
+        time.sleep(0.05)
+    assert got == ["top.test"]  # its class is listed again by the walk (one class a second)
+
+
+def test_throttle_states_past_their_time_are_swept(frontier: Frontier, redis_db: redis.Redis) -> None:
+    frontier.enqueue([new("http://kept.test/1", "kept.test"), new("http://kept.test/2", "kept.test")])
+    policy = ThrottlePolicy(key_prefix="link:", hits=5, window=60, moderated=False)  # stays due: pops reach its shard
+    assert [lease.domain for lease in frontier.pop("link", 1, policy).leases] == ["kept.test"]
+    states = in_shard(redis_db, keys.throttle_states("link:kept.test", "kept.test"), "kept.test")
+    old = time.time() - 300
+    stale = struct.pack(">5d", old, old, 0, 0, 0) + struct.pack(">d", old - 60)  # an idle domain's last hit
+    redis_db.hset(states, "gone.test", stale)
+    redis_db.hdel(in_shard(redis_db, keys.policy("link"), "kept.test"), "class_walk_at")  # the next step is due
+    assert [lease.domain for lease in frontier.pop("link", 1, policy).leases] == ["kept.test"]
+    assert redis_db.hget(states, "gone.test") is None
+    kept = throttle_state.read(redis_db, "link:kept.test", "kept.test", Shards.for_client(redis_db).tag("kept.test"))
+    assert kept is not None
+    assert len(kept.hits) == 2
+    assert kept.exp > time.time()
 
 
 def test_a_domain_whose_next_request_outranks_the_ones_taken_with_it_goes_first(frontier: Frontier) -> None:

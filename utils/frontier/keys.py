@@ -42,24 +42,29 @@ def heads(spiderid: str) -> str:
     return f"{spiderid}:heads"
 
 
-def ready(spiderid: str) -> str:
-    """ZSET `<13-hex µs since when it is due><domain>` -> the domain's best queue score: domains whose
-    throttle allowed them when last looked at (utils/frontier/lua/lib/domain_sets.lua)."""
-    return f"{spiderid}:ready"
+def line(spiderid: str) -> str:
+    """ZSET `<13-hex µs when it is next due><domain>` -> the domain's best queue score: every domain with
+    queued requests, each class (score) in the order its domains fall due (utils/frontier/lua/lib/domain_sets.lua)."""
+    return f"{spiderid}:line"
 
 
-def ready_of(spiderid: str) -> str:
-    """HASH domain -> its member in `ready`."""
-    return f"{spiderid}:ready_of"
+def line_of(spiderid: str) -> str:
+    """HASH domain -> its member in `line`."""
+    return f"{spiderid}:line_of"
 
 
-def snoozed(spiderid: str) -> str:
-    """ZSET domain -> unix time its throttle next allows it: domains with work waiting their turn."""
-    return f"{spiderid}:snoozed"
+def classes_ready(spiderid: str) -> str:
+    """ZSET class -> its score: the classes of `line` whose first domain is due."""
+    return f"{spiderid}:classes_ready"
+
+
+def classes_snoozed(spiderid: str) -> str:
+    """ZSET class -> unix time its first domain falls due: the other classes of `line`."""
+    return f"{spiderid}:classes_snoozed"
 
 
 def policy(spiderid: str) -> str:
-    """HASH of pop.lua's own state: the throttle overrides it last saw, its self-repair cursor."""
+    """HASH of pop.lua's own state: the throttle overrides it last saw, its self-repair cursors."""
     return f"{spiderid}:policy"
 
 
@@ -103,10 +108,13 @@ def throttle_key(domain: str, spiderid: str | None = None, public_ip: str | None
     return "".join(f"{part}:" for part in (spiderid, public_ip) if part) + domain
 
 
-def throttle_state(key: str) -> str:
-    """HASH of a throttle key, shared by every spider: its hits in the window, moderated slot,
-    pause (Retry-After, Crawl-delay) and Crawl-delay (utils/frontier/lua/lib/throttle_state.lua)."""
-    return f"{key}:throttle"
+def throttle_states(key: str, domain: str) -> str:
+    """HASH domain -> throttle state (utils/frontier/throttle_state.py) of every domain under the
+    prefix of the throttle key `key` (`<prefix><domain>`), shared by every spider: hits in the
+    window, moderated slot, pause (Retry-After, Crawl-delay), Crawl-delay."""
+    if not key.endswith(domain):
+        raise ValueError(f"throttle key {key!r} does not end with its domain {domain!r}")
+    return key[: len(key) - len(domain)] + "throttles"
 
 
 def ingest_marks(topic: str, partition: int) -> str:

@@ -247,8 +247,8 @@ class Frontier:
             pipe = self.client.pipeline(transaction=False)
             for tag in self.shards.tags:
                 sid = tag + spiderid
-                pipe.zrange(keys.ready(sid), 0, 0, withscores=True)
-                pipe.zrange(keys.snoozed(sid), 0, 0, withscores=True)
+                pipe.zrange(keys.classes_ready(sid), 0, 0, withscores=True)
+                pipe.zrange(keys.classes_snoozed(sid), 0, 0, withscores=True)
                 pipe.zrange(keys.delayed(sid), 0, 0, withscores=True)
                 pipe.exists(keys.heads(sid))
             replies = pipe.execute()
@@ -294,14 +294,14 @@ class Frontier:
         """A lease fetched at `at`, well after it was handed out: the domain's next moderated slot
         counts from the fetch (utils/frontier/lua/fetched.lua). True when the slot moved."""
         self.round_trips += 1
-        key = lease.tag + keys.throttle_state(throttle_key)
-        return bool(self.scripts.fetched(keys=[key], args=[at, interval, FETCH_SLACK]))
+        key = lease.tag + keys.throttle_states(throttle_key, lease.domain)
+        return bool(self.scripts.fetched(keys=[key], args=[at, interval, FETCH_SLACK, lease.domain]))
 
     def set_throttle_delay(self, domain: str, throttle_key: str, seconds: float, ttl: int) -> None:
         """Seconds between two hits of a domain's throttle key cluster-wide (robots.txt Crawl-delay)."""
         self.round_trips += 1
-        key = self.shards.tag(domain) + keys.throttle_state(throttle_key)
-        self.scripts.throttle_delay(keys=[key], args=[seconds, ttl])
+        key = self.shards.tag(domain) + keys.throttle_states(throttle_key, domain)
+        self.scripts.throttle_delay(keys=[key], args=[seconds, ttl, domain])
 
     # --- helpers ---------------------------------------------------------------------------------
     def _execute(self, pipe: Any) -> list[Any]:
@@ -346,7 +346,6 @@ def _batch_us(shards: int) -> str:
     """The batch time the enqueue script numbers requests by: on a Redis Cluster the caller's clock,
     since one batch's calls run on several masters at once; on one Redis the server's ('')."""
     return str(time.time_ns() // 1000) if shards > 1 else ""
-
 
 
 def _popped(spiderid: str, tag: str, flat: list[Any]) -> Popped:

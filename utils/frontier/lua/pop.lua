@@ -14,18 +14,20 @@
 -- score among the ready domains ('' = none), then domain, queue member, payload and crawl
 -- (`<appid>\t<crawlid>`, '' if unknown) for each lease.
 --
--- The cost does not grow with the number of domains (lib/domain_sets.lua): domains wait in
--- <sid>:snoozed ordered by the time their throttle next allows them and only the due ones move to
--- <sid>:ready, where the best score wins and ties go to the oldest request. A domain is examined
--- only when it is due, so one lease costs O(log N) whatever N. A throttle hit is spent only for a
--- request handed out. A throttle key's state is one hash (lib/throttle_state.lua): its hits in the
--- window, its moderated slot, and a pause (Retry-After, Crawl-delay) and a delay (Crawl-delay) that
+-- The cost does not grow with the number of domains (lib/domain_sets.lua): every domain with work
+-- waits in <sid>:line, within its priority class ordered by the time its throttle next allows it,
+-- and only classes whose first domain is due are looked at (<sid>:classes_ready). The best such
+-- class gives its due domains in the order they fell due, a batch at a time, so a domain is
+-- examined only when it is due and one lease costs O(log N) whatever N. A leased domain goes back
+-- into its class's line at the time its throttle next allows it (now when unthrottled): a
+-- throttled lease moves the same entries as an unthrottled one. A throttle hit is spent only for
+-- a request handed out. A throttle key's state is one hash (lib/throttle_state.lua): its latest
+-- hits, its moderated slot, and a pause (Retry-After, Crawl-delay) and a delay (Crawl-delay) that
 -- apply even when the domain is otherwise unthrottled.
--- A lease costs about five commands: the ready line is taken a batch at a time (ZPOPMIN) and its
--- owners read at once; the domain's queue head and next head come with one read; the throttle is
--- one read and one write. What the call changes in <sid>:ready_of, <sid>:snoozed and
--- <sid>:inflight, and the payloads it reads, go in one command each at the end (or before a rare
--- path reads them back).
+-- A lease costs about four commands of its own: the domain's queue head and next head come with
+-- one read, the request leaves its queue with one, and the throttle is one read and one write.
+-- The call's changes to <sid>:line, <sid>:line_of and <sid>:inflight, and the payloads it reads,
+-- go in one command each per batch.
 -- Each leased request moves into <sid>:inflight scored by its lease deadline. Requests waiting to
 -- retry (<sid>:delayed, scored by their not-before time) go back into their queue first, once due.
 
@@ -42,10 +44,12 @@ local state_ttl, promote_max = tonumber(ARGV[11]), tonumber(ARGV[12] or '100')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local heads, inflight = sid .. ':heads', sid .. ':inflight'
-local ready, snoozed, ready_of = sid .. ':ready', sid .. ':snoozed', sid .. ':ready_of'
+local line, line_of = sid .. ':line', sid .. ':line_of'
+local classes_ready, classes_snoozed = sid .. ':classes_ready', sid .. ':classes_snoozed'
 local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is looked at again
 local SLACK = 0.05  -- share of an interval a late moderated slot may catch up (gap >= 0.95 interval)
 local CHUNK = 4000  -- most values one command takes from unpack() (Lua's C stack holds ~8,000)
+local CLASS_WALK = 1  -- seconds between two steps of the class listing's self-repair
 local denied = 0  -- domains this call snoozed on their throttle (a metric)
 
 -- One command per CHUNK values of `flat` (CHUNK is even: pairs stay whole).
@@ -61,20 +65,23 @@ local function limits(domain)
   return hits, window
 end
 
--- The domain's throttle as read now: when it next allows a hit (>= now), and what spend_hit needs.
-local function throttle_state(domain)
-  local key = prefix .. domain .. ':throttle'
-  local f = redis.call('HMGET', key, 'hits', 'slot', 'pause', 'delay', 'delay_until', 'exp')
-  local st = {key = key, at = now, hits = f[1] or '', slot = tonumber(f[2]) or 0, exp = tonumber(f[6]) or 0}
-  local pause = tonumber(f[3]) or 0
-  if pause > now then st.at = pause end
-  st.delay = ((tonumber(f[5]) or 0) > now and tonumber(f[4])) or 0
-  st.h, st.w = limits(domain)
-  if st.h <= 0 then return st end
-  st.gone = th_count_until(st.hits, now - st.w)  -- hits that left the window
-  st.n = #st.hits / TH_WIDTH - st.gone
-  if st.n >= st.h then  -- full: the hit that must leave the window first
-    st.at = math.max(st.at, th_hit(st.hits, st.gone + st.n - st.h) + st.w)
+-- The throttle states of this call's domains (lib/throttle_state.lua): read a batch at a time,
+-- written once per batch (th_out: domain, state, ...; th_need: the latest `exp` among them).
+local throttles = th_hash(prefix)
+local throttles_exp, th_out, th_need = 0, {}, 0
+local now_hit = th_time(now)  -- a hit now, as stored
+
+-- The domain's throttle as read now (`state`: its packed state, '' = none): when it next allows
+-- a hit (>= now), and what spend_hit needs.
+local function throttle_state(domain, state)
+  local exp, slot, pause, delay_until, delay, hits = th_unpack(state)
+  local h, w = limits(domain)
+  local st = {domain = domain, at = math.max(now, pause), exp = exp, slot = slot, pause = pause,
+              delay_until = delay_until, delay = delay_until > now and delay or 0, hits = hits,
+              h = h, w = w, n = #hits / TH_WIDTH}
+  if h <= 0 then return st end
+  if st.n >= st.h then  -- the window is full while the h-th latest hit is inside it
+    st.at = math.max(st.at, th_hit(st.hits, st.n - st.h) + st.w)
   end
   if moderated and st.h > 1 then st.at = math.max(st.at, st.slot + st.w / st.h) end
   return st
@@ -85,40 +92,41 @@ end
 -- never falls more than SLACK of an interval behind now, so two hits are never closer than
 -- (1 - SLACK) intervals, and after an idle spell it restarts.
 local function spend_hit(st)
-  local at, fields = now, {}
-  local need = now  -- the hash must live at least until then
+  local h, w, at, need = st.h, st.w, now, now  -- need: the state must be kept at least until then
+  local pause, slot, hits = st.pause, st.slot, st.hits
   if st.delay > 0 then
     at = now + st.delay
-    fields.pause = th_stamp(at)
-    need = at
+    pause, need = at, at
+  elseif h <= 0 then
+    return at  -- unthrottled, no Crawl-delay: nothing to remember
   end
-  local h, w = st.h, st.w
   if h > 0 then
-    local kept = string.sub(st.hits, st.gone * TH_WIDTH + 1) .. th_stamp(now)
-    local count = st.n + 1
-    if count > h then
-      kept = string.sub(kept, (count - h) * TH_WIDTH + 1)
-      count = h
-    end
-    fields.hits = kept
-    if count >= h then at = math.max(at, th_hit(kept, 0) + w) end
+    hits = hits .. now_hit
+    if st.n >= h then hits = string.sub(hits, (st.n + 1 - h) * TH_WIDTH + 1) end
+    if st.n + 1 >= h then at = math.max(at, th_hit(hits, 0) + w) end
     if moderated and h > 1 then
       local interval = w / h
-      local next_slot = math.max(st.slot + interval, now - SLACK * interval)
-      fields.slot = th_stamp(next_slot)
-      at = math.max(at, next_slot + interval)
+      slot = math.max(slot + interval, now - SLACK * interval)
+      at = math.max(at, slot + interval)
     end
     need = math.max(need, now + w)
   end
-  if next(fields) == nil then return at end  -- unthrottled, no Crawl-delay: nothing to remember
-  th_write(st.key, fields, need, st.exp, h > 0 and now + 2 * w or nil)  -- two windows at a time
+  local exp = st.exp
+  if need > exp then exp = need + (h > 0 and w or 0) end  -- a window ahead: swept after that
+  th_out[#th_out + 1] = st.domain
+  th_out[#th_out + 1] = th_pack(exp, slot, pause, st.delay_until, st.delay, hits)
+  th_need = math.max(th_need, exp)
   return at
+end
+
+local function flush_throttles()
+  throttles_exp = th_write(throttles, th_out, throttles_exp, th_need, th_need + 2 * window + 60)
+  th_out, th_need = {}, 0
 end
 
 -- Domains whose throttle override changed since the last call are looked at again now, so a
 -- ZooKeeper change of a domain's interval applies at once (others: at their next due time).
-local function apply_override_changes()
-  local last = redis.call('HGET', sid .. ':policy', 'overrides')
+local function apply_override_changes(last)
   if last == ARGV[9] then return end
   redis.call('HSET', sid .. ':policy', 'overrides', ARGV[9])
   local old = last and cjson.decode(last) or {}
@@ -128,7 +136,14 @@ local function apply_override_changes()
     if not p or tonumber(p[1]) ~= tonumber(o[1]) or tonumber(p[2]) ~= tonumber(o[2]) then changed[d] = true end
   end
   for d in pairs(old) do if not overrides[d] then changed[d] = true end end
-  for d in pairs(changed) do redis.call('ZADD', snoozed, 'XX', now, d) end
+  for d in pairs(changed) do
+    local m = redis.call('HGET', line_of, d)
+    local score = m and ds_due(m) > now and redis.call('ZSCORE', line, m)
+    if score then
+      redis.call('ZREM', line, m)
+      ds_enter(sid, d, tonumber(score), now, now)
+    end
+  end
 end
 
 -- The crawl a queue member belongs to: its code (after the 16-digit id) names it.
@@ -176,66 +191,86 @@ local function promote_due()
   for d in pairs(touched) do ds_place(sid, d, now) end
 end
 
--- Snoozed domains whose time has come compete again, in line from the time they became due, at
--- their best queue score as <sid>:heads has it (a stale one is mended when the domain is leased).
-local function wake()
-  -- When more domains are due than the spiders fetch (overload), they enter the competition in
-  -- due-time order rather than all at once: a few times a batch per call while the ready line is
-  -- short, one batch per call once it holds a few batches (as many as the call leases), so
-  -- waking, cheap per domain but not free, is not spent on domains that would only wait in line.
-  local most = math.min(budget, 2000, math.max(16, 4 * max_items))
-  if redis.call('ZCARD', ready) >= most then most = math.max(1, math.min(most, max_items)) end
-  local due = redis.call('ZRANGEBYSCORE', snoozed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
+-- Classes whose first domain has fallen due are ready again.
+local function wake_classes()
+  local due = redis.call('ZRANGEBYSCORE', classes_snoozed, '-inf', now, 'LIMIT', 0, budget)
   if #due == 0 then return end
-  local domains = {}
-  for i = 1, #due, 2 do domains[#domains + 1] = due[i] end
-  local scores = redis.call('ZMSCORE', heads, unpack(domains))
-  local members, owners = {}, {}
-  for j, d in ipairs(domains) do
-    if scores[j] then  -- else the domain has nothing queued: it only leaves <sid>:snoozed
-      local m = ds_stamp(tonumber(due[2 * j])) .. d
-      members[#members + 1] = scores[j]
-      members[#members + 1] = m
-      owners[#owners + 1] = d
-      owners[#owners + 1] = m
-    end
+  local members = {}
+  for _, c in ipairs(due) do
+    members[#members + 1] = c
+    members[#members + 1] = c
   end
-  redis.call('ZREMRANGEBYRANK', snoozed, 0, #domains - 1)  -- the due domains read above are its first
-  if #members > 0 then
-    bulk('ZADD', ready, members)
-    bulk('HSET', ready_of, owners)
+  bulk('ZADD', classes_ready, members)
+  bulk('ZREM', classes_snoozed, due)
+end
+
+-- Where the class named `c` (score `score`) belongs now: ready when its first domain is due,
+-- snoozed until that domain is due, or nowhere when it has no domain left.
+local function relist_class(c, score)
+  local first = redis.call('ZRANGEBYSCORE', line, score, score, 'LIMIT', 0, 1)
+  if #first == 0 then
+    redis.call('ZREM', classes_ready, c)
+    redis.call('ZREM', classes_snoozed, c)
+  elseif ds_due(first[1]) <= now then
+    redis.call('ZADD', classes_ready, score, c)
+    redis.call('ZREM', classes_snoozed, c)
+  else
+    redis.call('ZREM', classes_ready, c)
+    redis.call('ZADD', classes_snoozed, ds_due(first[1]), c)
   end
 end
 
--- Self-repair: domains with queued requests in neither set (written by an older Shoal, or left by
--- a failed call) are found a few per call, from a cursor over <sid>:heads.
-local function adopt(spent)
+-- Self-repair: domains with queued requests missing from the line (written by an older Shoal, or
+-- left by a failed call) are found a few per call, from a cursor over <sid>:heads; and, one step
+-- a second, a cursor walks the line's classes and lists any class neither set holds, and another
+-- sweeps the throttle states past their time.
+local function adopt(policy)
   local n = redis.call('ZCARD', heads)
-  if n <= redis.call('ZCARD', ready) + redis.call('ZCARD', snoozed) then return end
-  local cursor = tonumber(redis.call('HGET', sid .. ':policy', 'adopt') or '0')
-  if cursor >= n then cursor = 0 end
-  local take = math.max(1, budget - spent)
-  for _, d in ipairs(redis.call('ZRANGE', heads, cursor, cursor + take - 1)) do
-    if not redis.call('ZSCORE', snoozed, d) and redis.call('HEXISTS', ready_of, d) == 0 then
-      ds_place(sid, d, now)
+  if n > redis.call('HLEN', line_of) then
+    local cursor = tonumber(policy[2] or '0')
+    if cursor >= n then cursor = 0 end
+    for _, d in ipairs(redis.call('ZRANGE', heads, cursor, cursor + budget - 1)) do
+      if redis.call('HEXISTS', line_of, d) == 0 then ds_place(sid, d, now) end
     end
+    redis.call('HSET', sid .. ':policy', 'adopt', tostring(cursor + budget))
+    redis.call('DEL', sid .. ':ready', sid .. ':ready_of', sid .. ':snoozed')  -- an older Shoal's sets
   end
-  redis.call('HSET', sid .. ':policy', 'adopt', tostring(cursor + take))
+  if tonumber(policy[3] or '0') > now then return end
+  local after = (policy[4] and policy[4] ~= '-inf') and ('(' .. policy[4]) or '-inf'
+  local nxt = redis.call('ZRANGEBYSCORE', line, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local walked = '-inf'
+  if #nxt > 0 then
+    local c = ds_class(tonumber(nxt[2]))
+    if not redis.call('ZSCORE', classes_ready, c) and not redis.call('ZSCORE', classes_snoozed, c) then
+      relist_class(c, tonumber(nxt[2]))
+    end
+    walked = nxt[2]
+  end
+  -- The throttle states past their time go, a 200th of them (at least 100) a step.
+  local count = math.max(100, math.floor(redis.call('HLEN', throttles) / 200))
+  local sweep = th_sweep(prefix, policy[5] or '0', count, now)
+  redis.call('HSET', sid .. ':policy', 'class_walk_at', tostring(now + CLASS_WALK), 'class_walk', walked, 'sweep', sweep)
 end
 
--- What the lease loop changed, written once: each domain's ready member (false = none) and the
--- domains snoozed until a time. `owner` is what the loop knows of <sid>:ready_of.
-local owner, owner_changed, snooze_until = {}, {}, {}
+-- What the lease loop changed in the line, written once per batch: members leaving it, members
+-- entering it (with their scores), each domain's member in <sid>:line_of (false = none), and the
+-- classes to list again.
+local leaving, entering, owner, owner_changed, classes_touched = {}, {}, {}, {}, {}
 local function set_owner(d, m)
   owner[d] = m
   owner_changed[d] = true
 end
-local function snooze(d, at)
-  set_owner(d, false)
-  snooze_until[d] = at
+-- The domain leaves the line entry `m` and goes back in at `score`, due at `at`.
+local function requeue(d, m, score, at)
+  local nm = ds_stamp(at) .. d
+  leaving[#leaving + 1] = m
+  entering[#entering + 1] = score
+  entering[#entering + 1] = nm
+  set_owner(d, nm)
+  classes_touched[ds_class(score)] = score
 end
 local function flush()
-  local set, del, sleep = {}, {}, {}
+  local set, del = {}, {}
   for d in pairs(owner_changed) do
     if owner[d] then
       set[#set + 1] = d
@@ -244,51 +279,48 @@ local function flush()
       del[#del + 1] = d
     end
   end
-  for d, at in pairs(snooze_until) do
-    sleep[#sleep + 1] = at
-    sleep[#sleep + 1] = d
-  end
-  bulk('HSET', ready_of, set)
-  bulk('HDEL', ready_of, del)
-  bulk('ZADD', snoozed, sleep)
-  owner_changed, snooze_until = {}, {}
+  bulk('ZREM', line, leaving)
+  bulk('ZADD', line, entering)
+  bulk('HSET', line_of, set)
+  bulk('HDEL', line_of, del)
+  flush_throttles()
+  for c, score in pairs(classes_touched) do relist_class(c, score) end
+  leaving, entering, owner_changed, classes_touched = {}, {}, {}, {}
 end
 
--- A ready entry that does not match its domain's queue: the domain goes where its queue says.
-local function mend(d)
+-- A line entry that does not match its domain's queue: the domain goes where its queue says.
+local function mend(d, m)
+  leaving[#leaving + 1] = m
   flush()
+  if redis.call('HGET', line_of, d) == m then redis.call('HDEL', line_of, d) end
   ds_place(sid, d, now)
-  owner[d] = redis.call('HGET', ready_of, d) or false
+  owner[d] = redis.call('HGET', line_of, d) or false
 end
 
 local out = {0, 0, ''}
 local leased, work = 0, 0
+local states = {}  -- domain -> its throttle state as read with its batch
 local entries = {}  -- <sid>:inflight entries of this call's leases (score, member, ...)
 local payloads = {}  -- crawl -> {fields = {...}, slots = {out positions}}
 
 -- Lease the domain's best request (`head`: its queue's first two members with their scores); the
--- domain then waits for its throttle, or goes to the back of the ready line. Returns the score it
--- re-entered the ready line at, if it did.
-local function lease_one(d, head, score, st)
+-- domain then goes back into the line at the time its throttle next allows it. Returns true when
+-- it is due now in a better class than `score` (the classes must be looked at again).
+local function lease_one(d, m, head, score, st)
   local qm = head[1]
   redis.call('ZREM', sid .. ':' .. d .. ':queue', qm)
   local at = spend_hit(st)
-  local again = nil
+  local better = false
   if #head < 4 then  -- the queue is empty now
+    leaving[#leaving + 1] = m
     set_owner(d, false)
     redis.call('ZREM', heads, d)
   else
     local next_score = tonumber(head[4])
     if next_score ~= score then redis.call('ZADD', heads, next_score, d) end
-    if at > now then
-      snooze(d, at)
-      denied = denied + 1
-    else
-      local m = ds_stamp(now) .. d
-      redis.call('ZADD', ready, next_score, m)
-      set_owner(d, m)
-      again = next_score
-    end
+    requeue(d, m, next_score, at)
+    if at > now then denied = denied + 1 end
+    better = at <= now and next_score < score
   end
   entries[#entries + 1] = now + lease
   entries[#entries + 1] = d .. '\t' .. qm
@@ -305,61 +337,66 @@ local function lease_one(d, head, score, st)
     p.fields[#p.fields + 1] = string.sub(qm, 1, 16) .. d
     p.slots[#p.slots + 1] = #out - 1
   end
-  return again
+  return better
 end
 
--- Look at one entry taken from the ready line (`rm` scored `score`): lease, snooze or mend.
-local function examine(d, rm, score)
-  if owner[d] ~= rm then  -- a stale entry
-    mend(d)
+-- Look at one due line entry (`m`, class `score`): lease, put back until its throttle allows it,
+-- or mend. Returns true when the classes must be looked at again.
+local function examine(d, m, score)
+  if owner[d] ~= m then  -- a stale entry
+    mend(d, m)
     work = work + 1
+    return true
   elseif blacklist[d] then
-    snooze(d, now + BLACKLIST_RECHECK)
+    requeue(d, m, score, now + BLACKLIST_RECHECK)
     work = work + 1
-  else
-    local head = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 1, 'WITHSCORES')
-    if #head == 0 or tonumber(head[2]) ~= score then
-      set_owner(d, false)
-      mend(d)
-      work = work + 1
-    else
-      local st = throttle_state(d)
-      if st.at > now then
-        snooze(d, st.at)
-        denied = denied + 1
-        work = work + 1
-      else
-        leased = leased + 1
-        return lease_one(d, head, score, st)
-      end
-    end
+    return false
   end
-  return nil
+  local head = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 1, 'WITHSCORES')
+  if #head == 0 or tonumber(head[2]) ~= score then
+    mend(d, m)
+    work = work + 1
+    return true
+  end
+  local st = throttle_state(d, states[d] or '')
+  if st.at > now then
+    requeue(d, m, score, st.at)
+    denied = denied + 1
+    work = work + 1
+    return false
+  end
+  leased = leased + 1
+  return lease_one(d, m, head, score, st)
 end
 
-apply_override_changes()
+local policy = redis.call('HMGET', sid .. ':policy', 'overrides', 'adopt', 'class_walk_at', 'class_walk', 'sweep')
+apply_override_changes(policy[1])
 promote_due()
-wake()
-adopt(0)
+wake_classes()
+adopt(policy)
 while leased < max_items and work < budget do
   flush()
-  local taken = redis.call('ZPOPMIN', ready, math.min(max_items - leased, budget - work))
-  if #taken == 0 then break end
+  local best = redis.call('ZRANGE', classes_ready, 0, 0, 'WITHSCORES')
+  if #best == 0 then break end
+  local c, score = best[1], tonumber(best[2])
+  classes_touched[c] = score  -- listed again at the next flush, whatever this batch finds
+  local due = redis.call('ZRANGEBYSCORE', line, score, score, 'LIMIT', 0, math.min(max_items - leased, budget - work))
+  work = work + 1
   local domains = {}
-  for i = 1, #taken, 2 do domains[#domains + 1] = string.sub(taken[i], 14) end
-  local owners = redis.call('HMGET', ready_of, unpack(domains))
-  for j, d in ipairs(domains) do owner[d] = owners[j] or false end
-  for j, d in ipairs(domains) do
-    local again = examine(d, taken[2 * j - 1], tonumber(taken[2 * j]))
-    -- A domain back in line ahead of the entries still taken: they go back, in their places.
-    if again and j < #domains and again < tonumber(taken[2 * j + 2]) then
-      local back = {}
-      for k = 2 * j + 1, #taken, 2 do
-        back[#back + 1] = taken[k + 1]
-        back[#back + 1] = taken[k]
-      end
-      bulk('ZADD', ready, back)
-      break
+  for j, m in ipairs(due) do
+    if ds_due(m) > now then break end  -- the rest of the class is not due yet
+    domains[j] = string.sub(m, 14)
+  end
+  if #domains > 0 then
+    local owners = redis.call('HMGET', line_of, unpack(domains))
+    local raw = redis.call('HMGET', throttles, '', unpack(domains))
+    throttles_exp = th_hash_exp(raw[1])
+    for j, d in ipairs(domains) do
+      owner[d] = owners[j] or false
+      states[d] = raw[j + 1] or ''
+    end
+    for j, d in ipairs(domains) do
+      if examine(d, due[j], score) then break end
     end
   end
 end
@@ -374,13 +411,13 @@ for crawl, fields in pairs(counts) do
   redis.call('EXPIRE', crawl .. ':progress', state_ttl)
 end
 
-local best = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+local best = redis.call('ZRANGE', classes_ready, 0, 0, 'WITHSCORES')
 local next_at = -1
 if #best > 0 then
   out[3] = best[2]
   next_at = now
 else
-  for _, key in ipairs({snoozed, sid .. ':delayed'}) do
+  for _, key in ipairs({classes_snoozed, sid .. ':delayed'}) do
     local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #first > 0 and (next_at < 0 or tonumber(first[2]) < next_at) then next_at = tonumber(first[2]) end
   end

@@ -6,7 +6,8 @@
 -- then one group of 9 values per request:
 --   spiderid, domain, queue member, appid, crawlid,
 --   delay (s until the retry may be popped), payload (the stored request with its new attempt and
---   lowered priority), throttle key to hold back ('' = none) and for how long (s; Retry-After).
+--   lowered priority), throttle key to hold back (`<prefix><domain>`, '' = none) and for how long
+--   (s; Retry-After).
 -- Returns one status per request: 'delayed', or 'unknown' when the lease was no longer held
 -- (its lease expired and the reaper re-queued it: that copy is the one that runs).
 -- pop.lua moves a delayed request back into its queue once its not-before time has come; the
@@ -20,19 +21,21 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local out = {}
 
-local function hold_back(key, seconds)
+-- The throttle key `key` (`<prefix><domain>`) allows no hit for `seconds`.
+local function hold_back(key, d, seconds)
   if key == '' or seconds <= 0 then return end
-  local hash = key .. ':throttle'
-  local f = redis.call('HMGET', hash, 'pause', 'exp')
-  if now + seconds > (tonumber(f[1]) or 0) then
-    th_write(hash, {pause = th_stamp(now + seconds)}, now + seconds + 1, tonumber(f[2]) or 0)
+  local hash = th_hash(string.sub(key, 1, #key - #d))
+  local hash_exp, state = th_read(hash, d)
+  local exp, slot, pause, delay_until, delay, hits = th_unpack(state)
+  if now + seconds > pause then
+    th_save(hash, hash_exp, d, now + seconds + 1, exp, slot, now + seconds, delay_until, delay, hits)
   end
 end
 
 for i = 2, #ARGV, NF do
   local sid, d, m, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local delay, payload = tonumber(ARGV[i + 5]), ARGV[i + 6]
-  hold_back(ARGV[i + 7], tonumber(ARGV[i + 8]))
+  hold_back(ARGV[i + 7], d, tonumber(ARGV[i + 8]))
   local entry = d .. '\t' .. m
   if redis.call('ZREM', sid .. ':inflight', entry) == 1 then
     local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid

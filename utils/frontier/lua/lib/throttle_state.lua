@@ -1,51 +1,94 @@
--- lib/throttle_state.lua: pasted into the scripts that touch a throttle key (`--! include`).
+-- lib/throttle_state.lua: pasted into the scripts that touch a throttle's state (`--! include`).
 --
--- A throttle key T (`[<spider>:][<public ip>:]<domain>`) keeps all its state in one HASH,
--- `T:throttle`, so a pop reads it with one command and writes it with one:
---   hits         the times of T's latest hits, oldest first, TH_WIDTH characters each, only those
---                still inside the window and at most `hits` of them (the throttle's hits per window)
+-- A throttle key is `<P><domain>`, P its prefix ('', '<spider>:', '<ip>:' or '<spider>:<ip>:',
+-- after the shard's hash tag). The state of every domain under one prefix is one HASH,
+-- `<P>throttles`: domain -> its state, so a pop reads the states of a whole batch of domains with
+-- one command and writes them with one. A state is binary, big-endian doubles packed and unpacked
+-- with one call of Redis's `struct` library (text stamps cost more Lua time than the rest of a
+-- lease's throttle work):
+--   exp          until when the state matters (unix s); pops sweep states past it (th_sweep)
 --   slot         the moderated slot (unix s): the next hit may come one interval after it
 --   pause        a not-before time (unix s): Retry-After answers, robots.txt Crawl-delay spacing
---   delay        seconds between two hits (robots.txt Crawl-delay), in force until `delay_until`
---   exp          when the key expires (unix s): writers extend it only when they need it longer
+--   delay_until  until when `delay` holds (unix s)
+--   delay        seconds between two hits (robots.txt Crawl-delay)
+--   hits...      the times of the latest hits, oldest first, at most the throttle's hits per
+--                window of them: the window is full while the oldest of them is inside it
+-- The hash's field '' holds when the hash itself expires (a packed time). Writers push it, well
+-- ahead, when a state must outlive it, so the states of a cluster that stopped crawling go away
+-- on their own.
 
-local TH_WIDTH = 17
+local TH_HEAD = '>ddddd'  -- exp, slot, pause, delay_until, delay
+local TH_HEAD_SIZE = 40
+local TH_WIDTH = 8  -- one hit
 
-local function th_stamp(at)
-  return string.format('%17.6f', at)
+-- The hash of a throttle key's prefix.
+local function th_hash(prefix)
+  return prefix .. 'throttles'
 end
 
--- The time of the i-th hit (0-based) of a `hits` field.
+-- exp, slot, pause, delay_until, delay and the hits of a state ('' = none).
+local function th_unpack(state)
+  if state == '' then return 0, 0, 0, 0, 0, '' end
+  local exp, slot, pause, delay_until, delay = struct.unpack(TH_HEAD, state)
+  return exp, slot, pause, delay_until, delay, string.sub(state, TH_HEAD_SIZE + 1)
+end
+
+local function th_pack(exp, slot, pause, delay_until, delay, hits)
+  return struct.pack(TH_HEAD, exp, slot, pause, delay_until, delay) .. hits
+end
+
+-- The time of the i-th hit (0-based) of a state's hits; a hit as stored.
 local function th_hit(hits, i)
-  return tonumber(string.sub(hits, i * TH_WIDTH + 1, (i + 1) * TH_WIDTH))
+  return (struct.unpack('>d', hits, i * TH_WIDTH + 1))
+end
+local function th_time(at)
+  return struct.pack('>d', at)
 end
 
--- How many hits of a `hits` field came at or before `t` (binary search: the field is ordered).
-local function th_count_until(hits, t)
-  local lo, hi = 0, #hits / TH_WIDTH
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if th_hit(hits, mid) <= t then lo = mid + 1 else hi = mid end
-  end
-  return lo
+-- When the hash expires, from its field '' as read (false = not set).
+local function th_hash_exp(field)
+  return field and (struct.unpack('>d', field)) or 0
 end
 
--- Write fields (a table) of the hash `key` and keep it alive at least until `need` (unix s).
--- `exp` is its `exp` field when the caller has read it already (else it is read here). When the
--- key must live longer it is kept until `ahead` if that is later, so that a key written at every
--- hit is not extended at every hit.
-local function th_write(key, fields, need, exp, ahead)
-  exp = exp or tonumber(redis.call('HGET', key, 'exp') or '0')
-  local args, keep = {}, nil
-  for field, value in pairs(fields) do
-    args[#args + 1] = field
-    args[#args + 1] = value
-  end
-  if need > exp then
+-- Write `fields` (domain, state, ...) into the hash `hash`, which expires at `hash_exp`; `need`
+-- is the latest `exp` among them. A hash that must live longer is kept until `ahead` when that
+-- is later, so that it is not extended at every write. Returns when the hash expires now.
+local function th_write(hash, fields, hash_exp, need, ahead)
+  if #fields == 0 then return hash_exp end
+  local keep = nil
+  if need > hash_exp then
     keep = math.max(need, ahead or need)
-    args[#args + 1] = 'exp'
-    args[#args + 1] = th_stamp(keep)
+    fields[#fields + 1] = ''
+    fields[#fields + 1] = th_time(keep)
   end
-  redis.call('HSET', key, unpack(args))
-  if keep then redis.call('PEXPIREAT', key, math.ceil(keep * 1000)) end
+  redis.call('HSET', hash, unpack(fields))
+  if not keep then return hash_exp end
+  redis.call('PEXPIREAT', hash, math.ceil(keep * 1000))
+  return keep
+end
+
+-- One domain's state in the hash: the hash's expiry, and the state ('' = none).
+local function th_read(hash, domain)
+  local f = redis.call('HMGET', hash, '', domain)
+  return th_hash_exp(f[1]), f[2] or ''
+end
+
+-- Write one domain's state (fields as th_pack takes them), kept at least until `need`.
+local function th_save(hash, hash_exp, domain, need, exp, slot, pause, delay_until, delay, hits)
+  exp = math.max(exp, need)
+  th_write(hash, {domain, th_pack(exp, slot, pause, delay_until, delay, hits)}, hash_exp, exp, need + 600)
+end
+
+-- Delete up to about `count` states of the hash past their `exp`, from the HSCAN cursor
+-- `cursor`; returns the next cursor ('0' = the pass is over).
+local function th_sweep(prefix, cursor, count, now)
+  local hash = th_hash(prefix)
+  local got = redis.call('HSCAN', hash, cursor, 'COUNT', math.min(count, 2000))
+  local stale = {}
+  local found = got[2]
+  for i = 1, #found, 2 do
+    if found[i] ~= '' and (struct.unpack('>d', found[i + 1])) < now then stale[#stale + 1] = found[i] end
+  end
+  if #stale > 0 then redis.call('HDEL', hash, unpack(stale)) end
+  return got[1]
 end

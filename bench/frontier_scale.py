@@ -1,6 +1,7 @@
 """Issue 16: the frontier's leases/s against the politeness-allowed rate, for 100 to 100,000 domains.
 
-For each N, one Redis holds N domains with 4 queued requests each at the same priority, and one
+For each N, one Redis holds N domains with PER_DOMAIN queued requests each at the same priority
+(enough for the burst, half an interval and the measured intervals), and one
 client pops as a crawler does (batches of SCHEDULER_POP_BATCH through the real `Frontier`):
 - throttle off: how fast one client can pop at all (the queues drain);
 - the default throttle (QUEUE_HITS per QUEUE_WINDOW, moderated): leases/s in the steady state after
@@ -37,7 +38,7 @@ from utils.services import start_local_services
 SPIDER = "link"
 OPEN_SPIDER = "open"  # the throttle-off spider the throttled pops alternate with
 SLICE = 0.5  # seconds of one mode before the other
-PER_DOMAIN = 4
+PER_DOMAIN = 7
 _DEFAULTS = Settings(default_values())
 POP_BATCH = _DEFAULTS.get_int("SCHEDULER_POP_BATCH")
 SCAN_LIMIT = _DEFAULTS.get_int("SCHEDULER_SCAN_LIMIT")
@@ -177,7 +178,7 @@ def main() -> int:
     parser.add_argument(
         "--measure",
         type=float,
-        default=2 * WINDOW / HITS,
+        default=4 * WINDOW / HITS,
         help="seconds of steady state measured per N (whole throttle intervals)",
     )
     args = parser.parse_args()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import struct
 import time
+from dataclasses import astuple
 
 import pytest
 import redis
@@ -145,14 +147,15 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
     got = [lease.record["url"] for lease in first.leases]
     assert got == ["http://a.com/0", "http://a.com/1", "http://b.com/0", "http://b.com/1"]
     assert first.denied == 2  # both domains have work left that their throttle now holds back (a metric)
-    states = in_shard(redis_db, keys.throttle_states("link:a.com", "a.com"), "a.com")
-    state = throttle_state.ThrottleState.decode(redis_db.hget(states, "a.com"))
+    state = throttle_state.read(redis_db, "link:a.com", "a.com", in_shard(redis_db, "", "a.com"))
+    assert state is not None
     assert len(state.hits) == 2  # the two hits in the window
     assert 60 < state.exp - time.time() <= 121  # kept a window past the last hit's window, then swept
-    assert redis_db.pttl(states) / 1000 > state.exp - time.time()  # the hash outlives its states
     member = redis_db.hget(in_shard(redis_db, keys.line_of("link"), "a.com"), "a.com")
     assert member is not None
     assert int(member[:13], 16) / 1e6 > time.time() + 50
+    carried = throttle_state.HEAD.pack(*astuple(state)[:5]) + b"".join(struct.pack(">d", h) for h in state.hits)
+    assert member.endswith(carried)  # the state rides in the domain's line_of value
     popped = frontier.pop("link", 10, policy)
     assert popped.leases == []
     assert popped.denied == 0  # snoozed domains are not looked at again before they are due
@@ -162,6 +165,33 @@ def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_
     assert (
         frontier.pop("link", 1, ThrottlePolicy(hits=2, window=60, blacklist=frozenset({"a.com", "b.com"}))).leases == []
     )
+
+
+def test_a_domain_leaving_the_line_keeps_its_throttle_state_until_it_is_back(
+    frontier: Frontier, redis_db: redis.Redis
+) -> None:
+    """Under the spider's own prefix a domain in the line carries its state in line_of; when its
+    queue empties the state moves to the prefix's hash, which outlives it, and holds when the domain
+    is queued again."""
+    policy = ThrottlePolicy(key_prefix="link:", hits=2, window=60, moderated=False)
+    frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(2)])
+    assert len(frontier.pop("link", 10, policy).leases) == 2  # the queue is empty: out of the line
+    tag = in_shard(redis_db, "", "a.com")
+    assert redis_db.hget(tag + keys.line_of("link"), "a.com") is None
+    states = tag + keys.throttle_states("link:a.com", "a.com")
+    parked = throttle_state.ThrottleState.decode(redis_db.hget(states, "a.com"))
+    assert len(parked.hits) == 2
+    assert redis_db.pttl(states) / 1000 > parked.exp - time.time()  # the hash outlives its states
+    frontier.enqueue([new("http://a.com/again", "a.com")])
+    held = frontier.pop("link", 10, policy)
+    assert held.leases == []  # both hits of the window are spent
+    assert held.retry_after is not None
+    assert 55 < held.retry_after <= 60
+    frontier.set_throttle_delay("a.com", "link:a.com", 3.0, 600)  # a write while it is back in line
+    state = throttle_state.read(redis_db, "link:a.com", "a.com", tag)
+    assert state is not None
+    assert state.delay == 3.0
+    assert state.hits == parked.hits
 
 
 def test_moderated_throttle_spreads_hits_without_drift(frontier: Frontier) -> None:

@@ -49,7 +49,7 @@ def line(spiderid: str) -> str:
 
 
 def line_of(spiderid: str) -> str:
-    """HASH domain -> its member in `line`."""
+    """HASH domain -> its member in `line`, then (under the spider's own throttle prefix) its throttle state."""
     return f"{spiderid}:line_of"
 
 
@@ -108,13 +108,20 @@ def throttle_key(domain: str, spiderid: str | None = None, public_ip: str | None
     return "".join(f"{part}:" for part in (spiderid, public_ip) if part) + domain
 
 
+def throttle_prefix(key: str, domain: str) -> str:
+    """The prefix of the throttle key `key` (`<prefix><domain>`): '', '<spider>:', '<ip>:' or
+    '<spider>:<ip>:'."""
+    if not key.endswith(domain):
+        raise ValueError(f"throttle key {key!r} does not end with its domain {domain!r}")
+    return key[: len(key) - len(domain)]
+
+
 def throttle_states(key: str, domain: str) -> str:
     """HASH domain -> throttle state (utils/frontier/throttle_state.py) of every domain under the
     prefix of the throttle key `key` (`<prefix><domain>`), shared by every spider: hits in the
-    window, moderated slot, pause (Retry-After, Crawl-delay), Crawl-delay."""
-    if not key.endswith(domain):
-        raise ValueError(f"throttle key {key!r} does not end with its domain {domain!r}")
-    return key[: len(key) - len(domain)] + "throttles"
+    window, moderated slot, pause (Retry-After, Crawl-delay), Crawl-delay. Under a spider's own
+    prefix, a domain in the spider's line carries its state in `line_of` instead."""
+    return throttle_prefix(key, domain) + "throttles"
 
 
 def ingest_marks(topic: str, partition: int) -> str:

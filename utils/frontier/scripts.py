@@ -14,10 +14,19 @@ INCLUDE = re.compile(r"^--! include (\w+)$", re.MULTILINE)
 def source(name: str, package: str = "utils.frontier") -> str:
     """The text of `<package>/lua/<name>.lua` (the frontier's scripts unless another concept's),
     with each `--! include <lib>` line replaced by `<package>/lua/lib/<lib>.lua` (Redis scripts
-    cannot load one another, so shared Lua is pasted in)."""
+    cannot load one another, so shared Lua is pasted in). A lib may include another; each is
+    pasted once, where it is first included."""
     lua = resources.files(package).joinpath("lua")
-    text = lua.joinpath(f"{name}.lua").read_text()
-    return INCLUDE.sub(lambda found: lua.joinpath("lib", f"{found.group(1)}.lua").read_text(), text)
+    pasted: set[str] = set()
+
+    def paste(found: re.Match[str]) -> str:
+        lib = found.group(1)
+        if lib in pasted:
+            return ""
+        pasted.add(lib)
+        return INCLUDE.sub(paste, lua.joinpath("lib", f"{lib}.lua").read_text())
+
+    return INCLUDE.sub(paste, lua.joinpath(f"{name}.lua").read_text())
 
 
 class Scripts:

@@ -10,6 +10,7 @@ from utils.config.clients import RedisClient
 from utils.frontier import keys
 
 HEAD = struct.Struct(">5d")
+LINE_STAMP = 13  # hex digits of a line member's due time, before its domain
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,15 @@ class ThrottleState:
 
 def read(client: RedisClient, throttle_key: str, domain: str, tag: str = "") -> ThrottleState | None:
     """The state of `domain` under `throttle_key` (`<prefix><domain>`), None when it has none;
-    `tag` is the domain's shard hash tag on a Redis Cluster. The client must not decode replies."""
+    `tag` is the domain's shard hash tag on a Redis Cluster. The client must not decode replies.
+
+    Under a spider's own prefix `<spider>:` a domain in the spider's line carries its state after
+    its line member in `<spider>:line_of` (utils/frontier/lua/lib/domain_sets.lua); otherwise, and
+    when that carries none, the state is in the prefix's hash."""
+    prefix = keys.throttle_prefix(throttle_key, domain)
+    value = client.hget(tag + prefix + "line_of", domain)
+    member_size = LINE_STAMP + len(domain.encode())
+    if value and len(value) > member_size:
+        return ThrottleState.decode(value[member_size:])
     packed = client.hget(tag + keys.throttle_states(throttle_key, domain), domain)
     return ThrottleState.decode(packed) if packed else None

@@ -21,18 +21,19 @@
 -- examined only when it is due and one lease costs O(log N) whatever N. A leased domain goes back
 -- into its class's line at the time its throttle next allows it (now when unthrottled): a
 -- throttled lease moves the same entries as an unthrottled one. A throttle hit is spent only for
--- a request handed out. A throttle key's state is one hash (lib/throttle_state.lua): its latest
--- hits, its moderated slot, and a pause (Retry-After, Crawl-delay) and a delay (Crawl-delay) that
--- apply even when the domain is otherwise unthrottled.
--- A lease costs about four commands of its own: the domain's queue head and next head come with
--- one read, the request leaves its queue with one, and the throttle is one read and one write.
--- The call's changes to <sid>:line, <sid>:line_of and <sid>:inflight, and the payloads it reads,
+-- a request handed out. A throttle key's state (lib/throttle_state.lua) holds its latest hits,
+-- its moderated slot, and a pause (Retry-After, Crawl-delay) and a delay (Crawl-delay) that apply
+-- even when the domain is otherwise unthrottled. Under the spider's own prefix `<sid>:` (the
+-- default keys) a domain in the line carries it in its <sid>:line_of value, so the throttle costs
+-- a lease no command of its own; under a shared prefix it is a field of `<prefix>throttles`.
+-- A lease costs two commands of its own: the domain's queue head and next head come with one
+-- read, and the request leaves its queue with one. The call's changes to <sid>:line,
+-- <sid>:line_of and <sid>:inflight, the payloads it reads, and a shared prefix's throttle states
 -- go in one command each per batch.
 -- Each leased request moves into <sid>:inflight scored by its lease deadline. Requests waiting to
 -- retry (<sid>:delayed, scored by their not-before time) go back into their queue first, once due.
 
 --! include domain_sets
---! include throttle_state
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -66,9 +67,13 @@ local function limits(domain)
 end
 
 -- The throttle states of this call's domains (lib/throttle_state.lua): read a batch at a time,
--- written once per batch (th_out: domain, state, ...; th_need: the latest `exp` among them).
+-- written once per batch. Under the spider's own prefix (`own`) a domain in the line carries its
+-- state in its line_of value (lib/domain_sets.lua): `carry` (domain -> state) goes out with the
+-- batch's line_of write. The hash gets the others (th_out: domain, state, ...; th_need: the
+-- latest `exp` among them).
 local throttles = th_hash(prefix)
-local throttles_exp, th_out, th_need = 0, {}, 0
+local own = prefix == sid .. ':'
+local throttles_exp, th_out, th_need, carry = nil, {}, 0, {}  -- throttles_exp: nil = not read yet
 local now_hit = th_time(now)  -- a hit now, as stored
 
 -- The domain's throttle as read now (`state`: its packed state, '' = none): when it next allows
@@ -87,7 +92,20 @@ local function throttle_state(domain, state)
   return st
 end
 
--- Spend one hit; returns when the throttle next allows one. The moderated slot advances by one
+-- Keep the domain's new state (kept until `exp`): carried in the line while it stays there.
+local function keep_state(d, state, exp, in_line)
+  if own and in_line then
+    carry[d] = state
+    return
+  end
+  local k = #th_out
+  th_out[k + 1] = d
+  th_out[k + 2] = state
+  if exp > th_need then th_need = exp end
+end
+
+-- Spend one hit; returns when the throttle next allows one, and the new state with its `exp`
+-- (nil when there is nothing to remember). The moderated slot advances by one
 -- interval while the domain keeps up, so late polls do not drift the rate below hits/window; it
 -- never falls more than SLACK of an interval behind now, so two hits are never closer than
 -- (1 - SLACK) intervals, and after an idle spell it restarts.
@@ -98,7 +116,7 @@ local function spend_hit(st)
     at = now + delay
     pause, need = at, at
   elseif h <= 0 then
-    return at  -- unthrottled, no Crawl-delay: nothing to remember
+    return at, nil, 0  -- unthrottled, no Crawl-delay: nothing to remember
   end
   if h > 0 then
     if n >= h then
@@ -120,14 +138,12 @@ local function spend_hit(st)
   end
   local exp = st.exp
   if need > exp then exp = need + (h > 0 and w or 0) end  -- a window ahead: swept after that
-  local k = #th_out
-  th_out[k + 1] = st.domain
-  th_out[k + 2] = th_pack(exp, slot, pause, st.delay_until, delay, hits)
-  if exp > th_need then th_need = exp end
-  return at
+  return at, th_pack(exp, slot, pause, st.delay_until, delay, hits), exp
 end
 
 local function flush_throttles()
+  if #th_out == 0 then return end
+  if not throttles_exp then throttles_exp = th_hash_exp(redis.call('HGET', throttles, '')) end
   throttles_exp = th_write(throttles, th_out, throttles_exp, th_need, th_need + 2 * window + 60)
   th_out, th_need = {}, 0
 end
@@ -145,11 +161,12 @@ local function apply_override_changes(last)
   end
   for d in pairs(old) do if not overrides[d] then changed[d] = true end end
   for d in pairs(changed) do
-    local m = redis.call('HGET', line_of, d)
+    local v = redis.call('HGET', line_of, d)
+    local m = v and ds_member(v, d)
     local score = m and ds_due(m) > now and redis.call('ZSCORE', line, m)
     if score then
       redis.call('ZREM', line, m)
-      ds_enter(sid, d, tonumber(score), now, now)
+      ds_enter(sid, d, tonumber(score), now, now, ds_carried(v, d))
     end
   end
 end
@@ -257,13 +274,14 @@ local function adopt(policy)
   -- The throttle states past their time go, a thousandth of them (at least 100) a step: a pass
   -- over 100,000 domains takes under 17 minutes and costs the pops ~1% of their time.
   local count = math.max(100, math.floor(redis.call('HLEN', throttles) / 1000))
-  local sweep = th_sweep(prefix, policy[5] or '0', count, now)
+  local sweep = th_sweep(throttles, policy[5] or '0', count, now)
   redis.call('HSET', sid .. ':policy', 'class_walk_at', tostring(now + CLASS_WALK), 'class_walk', walked, 'sweep', sweep)
 end
 
 -- What the lease loop changed in the line, written once per batch: members leaving it, members
 -- entering it (with their scores), each domain's member in <sid>:line_of (false = none), and the
--- classes to list again.
+-- classes to list again. `states` holds each examined domain's throttle state as read.
+local states = {}
 local leaving, entering, owner, owner_changed, classes_touched = {}, {}, {}, {}, {}
 local function set_owner(d, m)
   owner[d] = m
@@ -283,11 +301,12 @@ local function flush()
   for d in pairs(owner_changed) do
     if owner[d] then
       set[#set + 1] = d
-      set[#set + 1] = owner[d]
+      set[#set + 1] = own and (owner[d] .. (carry[d] or states[d] or '')) or owner[d]
     else
       del[#del + 1] = d
     end
   end
+  carry = {}
   bulk('ZREM', line, leaving)
   bulk('ZADD', line, entering)
   bulk('HSET', line_of, set)
@@ -301,14 +320,16 @@ end
 local function mend(d, m)
   leaving[#leaving + 1] = m
   flush()
-  if redis.call('HGET', line_of, d) == m then redis.call('HDEL', line_of, d) end
+  local v = redis.call('HGET', line_of, d)
+  if v and ds_member(v, d) == m then ds_leave(sid, d) end
   ds_place(sid, d, now)
-  owner[d] = redis.call('HGET', line_of, d) or false
+  v = redis.call('HGET', line_of, d)
+  owner[d] = v and ds_member(v, d) or false
+  states[d] = nil
 end
 
 local out = {0, 0, ''}
 local leased, work = 0, 0
-local states = {}  -- domain -> its throttle state as read with its batch
 local entries = {}  -- <sid>:inflight entries of this call's leases (score, member, ...)
 local payloads = {}  -- crawl -> {fields = {...}, slots = {out positions}}
 
@@ -318,13 +339,16 @@ local payloads = {}  -- crawl -> {fields = {...}, slots = {out positions}}
 local function lease_one(d, m, head, score, st)
   local qm = head[1]
   redis.call('ZREM', sid .. ':' .. d .. ':queue', qm)
-  local at = spend_hit(st)
+  local at, state, exp = spend_hit(st)
   local better = false
   if #head < 4 then  -- the queue is empty now
     leaving[#leaving + 1] = m
     set_owner(d, false)
     redis.call('ZREM', heads, d)
+    if not state and own and states[d] ~= '' then state, exp = states[d], th_exp(states[d]) end  -- kept
+    if state then keep_state(d, state, exp, false) end
   else
+    if state then keep_state(d, state, exp, true) end
     local next_score = tonumber(head[4])
     if next_score ~= score then redis.call('ZADD', heads, next_score, d) end
     requeue(d, m, next_score, at)
@@ -398,11 +422,18 @@ while leased < max_items and work < budget do
   end
   if #domains > 0 then
     local owners = redis.call('HMGET', line_of, unpack(domains))
-    local raw = redis.call('HMGET', throttles, '', unpack(domains))
-    throttles_exp = th_hash_exp(raw[1])
+    local uncarried = {}  -- domains whose state is in the hash
     for j, d in ipairs(domains) do
-      owner[d] = owners[j] or false
-      states[d] = raw[j + 1] or ''
+      local v = owners[j]
+      owner[d] = v and ds_member(v, d) or false
+      local state = (own and v and #v > #owner[d]) and ds_carried(v, d) or ''
+      states[d] = state
+      if state == '' then uncarried[#uncarried + 1] = d end
+    end
+    if #uncarried > 0 then
+      local raw = redis.call('HMGET', throttles, '', unpack(uncarried))
+      throttles_exp = th_hash_exp(raw[1])
+      for j, d in ipairs(uncarried) do states[d] = raw[j + 1] or '' end
     end
     for j, d in ipairs(domains) do
       if examine(d, due[j], score) then break end

@@ -13,7 +13,7 @@
 -- pop.lua moves a delayed request back into its queue once its not-before time has come; the
 -- crawl's progress counts it under `retrying` meanwhile, so the crawl never looks finished.
 
---! include throttle_state
+--! include domain_sets
 
 local NF = 9
 local state_ttl = tonumber(ARGV[1])
@@ -24,11 +24,11 @@ local out = {}
 -- The throttle key `key` (`<prefix><domain>`) allows no hit for `seconds`.
 local function hold_back(key, d, seconds)
   if key == '' or seconds <= 0 then return end
-  local hash = th_hash(string.sub(key, 1, #key - #d))
-  local hash_exp, state = th_read(hash, d)
+  local prefix = string.sub(key, 1, #key - #d)
+  local member, hash_exp, state = ds_state_load(prefix, d)
   local exp, slot, pause, delay_until, delay, hits = th_unpack(state)
   if now + seconds > pause then
-    th_save(hash, hash_exp, d, now + seconds + 1, exp, slot, now + seconds, delay_until, delay, hits)
+    ds_state_save(prefix, d, member, hash_exp, now + seconds + 1, exp, slot, now + seconds, delay_until, delay, hits)
   end
 end
 

@@ -16,6 +16,9 @@
 -- The hash's field '' holds when the hash itself expires (a packed time). Writers push it, well
 -- ahead, when a state must outlive it, so the states of a cluster that stopped crawling go away
 -- on their own.
+-- Under a spider's own prefix `<sid>:` (the default keys), a domain in the spider's line carries
+-- its state in its line_of value instead (lib/domain_sets.lua), and leaves it here (th_park) when
+-- it leaves the line.
 
 local TH_HEAD = '>ddddd'  -- exp, slot, pause, delay_until, delay
 local TH_HEAD_SIZE = 40
@@ -24,6 +27,11 @@ local TH_WIDTH = 8  -- one hit
 -- The hash of a throttle key's prefix.
 local function th_hash(prefix)
   return prefix .. 'throttles'
+end
+
+-- The prefix of a hash of states.
+local function th_prefix(hash)
+  return string.sub(hash, 1, #hash - #'throttles')
 end
 
 -- exp, slot, pause, delay_until, delay and the hits of a state ('' = none).
@@ -43,6 +51,11 @@ local function th_hit(hits, i)
 end
 local function th_time(at)
   return struct.pack('>d', at)
+end
+
+-- Until when a state matters (its `exp`).
+local function th_exp(state)
+  return (struct.unpack('>d', state))
 end
 
 -- When the hash expires, from its field '' as read (false = not set).
@@ -79,15 +92,21 @@ local function th_save(hash, hash_exp, domain, need, exp, slot, pause, delay_unt
   th_write(hash, {domain, th_pack(exp, slot, pause, delay_until, delay, hits)}, hash_exp, exp, need + 600)
 end
 
+-- Keep `state` ('' = none), which the domain `d` carried out of its spider's line, in the hash.
+local function th_park(hash, d, state)
+  if state == '' then return end
+  local exp = th_exp(state)
+  th_write(hash, {d, state}, th_hash_exp(redis.call('HGET', hash, '')), exp, exp + 600)
+end
+
 -- Delete up to about `count` states of the hash past their `exp`, from the HSCAN cursor
 -- `cursor`; returns the next cursor ('0' = the pass is over).
-local function th_sweep(prefix, cursor, count, now)
-  local hash = th_hash(prefix)
+local function th_sweep(hash, cursor, count, now)
   local got = redis.call('HSCAN', hash, cursor, 'COUNT', math.min(count, 2000))
   local stale = {}
   local found = got[2]
   for i = 1, #found, 2 do
-    if found[i] ~= '' and (struct.unpack('>d', found[i + 1])) < now then stale[#stale + 1] = found[i] end
+    if found[i] ~= '' and th_exp(found[i + 1]) < now then stale[#stale + 1] = found[i] end
   end
   if #stale > 0 then redis.call('HDEL', hash, unpack(stale)) end
   return got[1]

@@ -194,6 +194,20 @@ def test_a_domain_leaving_the_line_keeps_its_throttle_state_until_it_is_back(
     assert state.hits == parked.hits
 
 
+def test_a_carried_throttle_state_is_kept_when_an_unthrottled_pop_empties_the_queue(
+    frontier: Frontier, redis_db: redis.Redis
+) -> None:
+    frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(2)])
+    throttled = ThrottlePolicy(key_prefix="link:", hits=5, window=60, moderated=False)  # stays due
+    assert len(frontier.pop("link", 1, throttled).leases) == 1
+    assert len(frontier.pop("link", 1, ThrottlePolicy(key_prefix="link:", hits=0)).leases) == 1  # queue empty
+    tag = in_shard(redis_db, "", "a.com")
+    assert redis_db.hget(tag + keys.line_of("link"), "a.com") is None
+    parked = redis_db.hget(tag + keys.throttle_states("link:a.com", "a.com"), "a.com")
+    assert parked is not None
+    assert len(throttle_state.ThrottleState.decode(parked).hits) == 1  # the throttled pop's hit
+
+
 def test_moderated_throttle_spreads_hits_without_drift(frontier: Frontier) -> None:
     frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(100)])
     policy = ThrottlePolicy(key_prefix="m:", hits=20, window=10, moderated=True)  # one every 0.5 s

@@ -345,7 +345,8 @@ local function lease_one(d, m, head, score, st)
     leaving[#leaving + 1] = m
     set_owner(d, false)
     redis.call('ZREM', heads, d)
-    if not state and own and states[d] ~= '' then state, exp = states[d], th_exp(states[d]) end  -- kept
+    local held = states[d] or ''
+    if not state and own and held ~= '' then state, exp = held, th_exp(held) end  -- it keeps what it carried
     if state then keep_state(d, state, exp, false) end
   else
     if state then keep_state(d, state, exp, true) end

@@ -144,3 +144,16 @@ def test_hits_in_the_window_are_counted_across_changes_of_the_domains_limit(fron
     assert leased(3) == 3
     assert leased(2) == 0  # three hits in the window already
     assert leased(5) == 2  # the three count towards five
+
+
+def test_a_throttle_hash_expiry_is_never_pulled_back(frontier: Frontier, redis_db: redis.Redis) -> None:
+    """A writer whose read of the hash's expiry is older than another writer's push (its field ''
+    says earlier than the key's TTL) extends the hash, never shortens it."""
+    frontier.enqueue([new("http://late.test/1", "late.test")])
+    states = in_shard(redis_db, keys.throttle_states("s:late.test", "late.test"), "late.test")
+    redis_db.hset(states, "", struct.pack(">d", time.time() + 10))  # a stale record of the expiry
+    redis_db.expire(states, 10_000)  # pushed further by another writer
+    policy = ThrottlePolicy(key_prefix="s:", hits=5, window=60, moderated=False)  # a shared prefix: the hash
+    assert [lease.domain for lease in frontier.pop("link", 1, policy).leases] == ["late.test"]
+    assert redis_db.hget(states, "late.test") is not None
+    assert redis_db.ttl(states) > 9_000

@@ -76,7 +76,12 @@ local function th_write(hash, fields, hash_exp, need, ahead)
   end
   redis.call('HSET', hash, unpack(fields))
   if not keep then return hash_exp end
-  redis.call('PEXPIREAT', hash, math.ceil(keep * 1000))
+  -- GT: a writer whose read of the expiry is older than another's push (a pop that parked a state
+  -- through ds_leave after reading the hash) never pulls the hash's expiry back.
+  local at_ms = math.ceil(keep * 1000)
+  if redis.call('PEXPIREAT', hash, at_ms, 'GT') == 0 and redis.call('PTTL', hash) == -1 then
+    redis.call('PEXPIREAT', hash, at_ms)  -- a hash without an expiry yet
+  end
   return keep
 end
 

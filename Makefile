@@ -4,32 +4,34 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBIAN_PACKAGES := redis-server zookeeper tinyproxy docker-compose chromium postgresql maven default-jre-headless
+DEBIAN_PACKAGES := python3-venv redis-server zookeeper tinyproxy docker-compose chromium postgresql maven default-jre-headless
+TEST_DEBIAN_PACKAGES := sudo  # tests/e2e/test_first_run.py runs `make run` as an unprivileged user with sudo
 # Apache Kafka's jars, fetched once from Maven Central (services/kafka/pom.xml) into the user's cache.
 KAFKA_VERSION := 4.2.0
 KAFKA_LIBS := $(or $(SHOAL_KAFKA_LIBS),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/kafka-$(KAFKA_VERSION)/libs)
 PYTEST_ARGS ?=
+DEMO_ARGS ?=  # e.g. --port 8282 --pages 50 (see `shoal demo --help`)
 
-.PHONY: run test test-fast lint typecheck bench install system-deps kafka down status clean
+.PHONY: run test test-fast lint typecheck bench install install-test system-deps test-system-deps debian-packages kafka down status clean
 
-run: install system-deps kafka  ## start a local cluster, crawl the bundled demo site, show the pages
+run: system-deps install kafka  ## start a local cluster, crawl the bundled demo site, show the pages
 	$(BIN)/shoal up --services kafka,redis,zookeeper,postgres
-	$(BIN)/shoal demo
+	$(BIN)/shoal demo $(DEMO_ARGS)
 
-test: install system-deps kafka lint typecheck  ## the whole suite: unit, integration, end-to-end
+test: system-deps test-system-deps install-test kafka lint typecheck  ## the whole suite: unit, integration, end-to-end
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: install  ## unit tests only (no services)
+test-fast: install-test  ## unit tests only (no services)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-lint: install
+lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-typecheck: install
+typecheck: install-test
 	$(BIN)/mypy utils kafka_monitor redis_monitor crawler rest sink
 
-bench: install system-deps kafka  ## every benchmark of bench/, results in bench/results/latest.json
+bench: install-test system-deps kafka  ## every benchmark of bench/, results in bench/results/latest.json
 	$(BIN)/python -m bench
 
 down:
@@ -38,19 +40,42 @@ down:
 status:
 	$(BIN)/shoal status
 
-install: $(VENV)/.installed
+# A venv records the directory it was made in (.venv/.installed): one made before the checkout moved
+# cannot run here (its scripts and its editable install name the old path), so it is made again.
+install:
+	@made_in="$$(cat $(VENV)/.installed 2>/dev/null)"; \
+	if [ -n "$$made_in" ] && [ "$$made_in" != "$$(pwd)" ]; then \
+		echo "the checkout moved from $$made_in: making $(VENV) again"; rm -rf $(VENV); fi
+	@$(MAKE) --no-print-directory $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml examples/shop/pyproject.toml
+install-test: install $(VENV)/.installed-test
+
+$(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	pwd > $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml examples/shop/pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	$(BIN)/pip install --quiet --no-deps -e examples/shop  # the example user spider, for its tests and bench
 	touch $@
 
 # Debian's packages, installed without starting their system services (policy-rc.d), so the
 # default ports stay free for the node `shoal up` starts.
+# Without apt-get (not Debian) or without root and sudo, one line says what to do.
 system-deps:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory debian-packages PACKAGES="$(DEBIAN_PACKAGES)"
+
+test-system-deps:
+	@$(MAKE) --no-print-directory debian-packages PACKAGES="$(TEST_DEBIAN_PACKAGES)"
+
+debian-packages:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ] && ! command -v apt-get >/dev/null 2>&1; then \
+		echo "Shoal needs Debian's packages$$missing (no apt-get here: install their equivalents, then run make again)"; exit 1; fi; \
+	if [ -n "$$missing" ] && [ -n "$(SUDO)" ] && ! command -v sudo >/dev/null 2>&1; then \
+		echo "Shoal needs Debian's packages$$missing: as root run 'apt-get install -y$$missing' (or install sudo), then run make again"; exit 1; fi; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		$(SUDO) apt-get update -qq; \

@@ -97,8 +97,12 @@ def demo_command(settings: Settings, args: argparse.Namespace) -> int:
         f"\nsummary: {len(seen)} pages from {len(hosts)} hosts in {elapsed:.1f} s "
         f"({len(seen) / max(elapsed, 1e-9):.1f} pages/s); expected {len(expected)}"
     )
-    show_stored_pages(settings, crawlid, len(seen))
+    stored = show_stored_pages(settings, crawlid, len(seen))
     print("the cluster is still running: `shoal status` shows it, `shoal down` stops it")
+    if stored is not None and stored < len(seen):
+        print(f"shoal demo: only {stored} of the {len(seen)} pages reached PostgreSQL; "
+              "see the sink's log: `shoal status` names it")  # fmt: skip
+        return 1
     return 0 if len(seen) >= len(expected) else 1
 
 

@@ -31,13 +31,16 @@ def stored_pages(settings: Settings, crawlid: str) -> int:
     return int(row[0]) if row else 0
 
 
-def show_stored_pages(settings: Settings, crawlid: str, expected: int, timeout: float = 30.0) -> None:
-    """Wait (up to `timeout` s) for the sink to store the crawl's pages, then print where they are."""
+def show_stored_pages(settings: Settings, crawlid: str, expected: int, timeout: float = 30.0) -> int | None:
+    """Wait (up to `timeout` s) for the sink to store the crawl's pages, then print where they are.
+
+    Returns how many are stored, or None when no PostgreSQL answers (the node runs without one).
+    """
     host, port = postgres_address(settings, "127.0.0.1", 5432)
     if not postgres_ready(host, port):
         print(f"\nno PostgreSQL at {host}:{port}: `shoal up --services kafka,redis,zookeeper,postgres` "
               "runs one with a sink that stores every page")  # fmt: skip
-        return
+        return None
     deadline = time.monotonic() + timeout
     try:
         count = stored_pages(settings, crawlid)
@@ -46,9 +49,10 @@ def show_stored_pages(settings: Settings, crawlid: str, expected: int, timeout: 
             count = stored_pages(settings, crawlid)
     except (psycopg.Error, ConfigError) as exc:
         print(f"\nPostgreSQL at {host}:{port} did not answer the count: {str(exc).strip()}")
-        return
+        return 0
     table = f"{settings.get_str('SINK_DB_SCHEMA')}.{settings.get_str('SINK_PAGES_TABLE')}"
     print(f"\nPostgreSQL: {count} pages of crawl {crawlid} in {table} ({postgres_target(settings)})")
     query = (f"SELECT url, status_code, fetched_at, length(body) FROM {table} "
              f"WHERE crawlid = '{crawlid}' ORDER BY url LIMIT 10")  # fmt: skip
     print(f'look at them: psql "{postgres_target(settings)}" -c "{query}"')
+    return count

@@ -232,6 +232,7 @@ LOG_BACKUPS = 5  # files; rotated log files kept
 
 # --- Local node (`shoal up`) -------------------------------------------------------------------
 RUN_DIR = ".shoal/run"  # directory of a node's supervisord, logs, pids and service data
+SERVICE_DATA_ROOT = "/var/lib/shoal"  # directory; as root, data of services that run as another user (PostgreSQL)
 LOCAL_SERVICES = "kafka,redis,zookeeper"  # local services `shoal up` starts on the ports above; "none"
 LOCAL_KAFKA = "apache"  # the local broker: "apache" (Apache Kafka, `make kafka`) or "tansu" (in-memory)
 

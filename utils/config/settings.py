@@ -21,6 +21,8 @@ from utils.config.errors import ConfigError
 
 ENV_PREFIX = "SHOAL_"
 SETTINGS_FILE_ENV = "SHOAL_SETTINGS"  # path of the optional settings file; not a setting itself
+KAFKA_LIBS_ENV = "SHOAL_KAFKA_LIBS"  # the broker jars' directory (utils/services/kafka.py), not a setting
+NOT_SETTINGS = frozenset({SETTINGS_FILE_ENV, KAFKA_LIBS_ENV})  # SHOAL_* variables read as they are
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -177,7 +179,7 @@ def _read_file(path: Path) -> dict[str, Any]:
 def _from_environ(environ: Mapping[str, str], defaults: Mapping[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for key, raw in environ.items():
-        if not key.startswith(ENV_PREFIX) or key == SETTINGS_FILE_ENV:
+        if not key.startswith(ENV_PREFIX) or key in NOT_SETTINGS:
             continue
         name = key[len(ENV_PREFIX) :]
         if name not in defaults:

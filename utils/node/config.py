@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -118,7 +119,7 @@ def render_config(
         if count < 0:
             raise ConfigError(f"{option} must be 0 or more, got {count}")
     values = {
-        "python": _path(python),
+        "python": shlex.quote(_path(python)),  # a command line: a venv path may hold spaces
         "repo": _path(repo_root()),
         "node": _path(layout.node),
         "run_dir": _path(layout.run_dir),

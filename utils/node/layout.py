@@ -149,6 +149,16 @@ def recorded_addresses(layout: NodeLayout) -> dict[str, str]:
     return {str(name): str(address) for name, address in dict(recorded).items()}
 
 
+def recorded_local(layout: NodeLayout) -> tuple[str, ...]:
+    """The local services `shoal up` recorded for this node (it may have had --services), else the
+    settings' ones."""
+    try:
+        recorded = json.loads(layout.state_path.read_text(encoding="utf-8"))["local"]
+        return parse_services(",".join(str(name) for name in recorded))
+    except (OSError, ValueError, KeyError, TypeError, ConfigError):
+        return layout.local
+
+
 def command_layout(settings: Settings, node: str, command: str) -> NodeLayout | None:
     """The layout for a `shoal <command>`; None after printing why the settings name no valid node."""
     try:

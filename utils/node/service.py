@@ -10,17 +10,19 @@ import argparse
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from utils.config.errors import ConfigError
 from utils.config.postgres import postgres_password
 from utils.config.settings import Settings
+from utils.node.data_dirs import service_data_dir
 from utils.node.layout import resolve_layout
 from utils.services.argv import service_argv
 from utils.services.postgres import postgres_argv
 
 
 def service_command(settings: Settings, args: argparse.Namespace) -> int:
-    """Exec service `args.name` on its configured port with data in `<run_dir>/<name>`.
+    """Exec service `args.name` on its configured port with data where utils/node/data_dirs.py says.
 
     Returns only on failure: 2 for bad settings, 1 when its command line cannot be built, 127 when
     the program cannot be executed.
@@ -30,8 +32,8 @@ def service_command(settings: Settings, args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"shoal service: {exc}", file=sys.stderr)
         return 2
-    data_dir = layout.run_dir / args.name
     try:
+        data_dir = service_data_dir(layout, args.name, Path(settings.get_str("SERVICE_DATA_ROOT")))
         data_dir.mkdir(parents=True, exist_ok=True)
         if args.name == "postgres":  # initdb on first start; the password the sink will log in with
             argv = postgres_argv(layout.port("postgres"), data_dir, postgres_password(settings))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from utils.config.settings import Settings
 from utils.node.control import RPC_ERRORS, process_info, running_pid
+from utils.node.data_dirs import data_dirs
 from utils.node.layout import NodeLayout, command_layout, recorded_addresses
 from utils.observability.metrics.publish import read_url, url_file
 
@@ -77,13 +79,28 @@ def format_addresses(addresses: dict[str, str], local: tuple[str, ...] | None = 
     return "\n".join(lines)
 
 
-def _not_running(layout: NodeLayout, as_json: bool, why: str) -> int:
+def service_data(settings: Settings, layout: NodeLayout) -> dict[str, str]:
+    """Where each local service keeps its data (utils/node/data_dirs.py), as strings."""
+    found = data_dirs(layout, Path(settings.get_str("SERVICE_DATA_ROOT")))
+    return {name: str(path) for name, path in found.items()}
+
+
+def format_data(data: dict[str, str]) -> str:
+    """One line per local service: where its data is."""
+    return "\n".join(f"  {name:<10} {path}" for name, path in data.items())
+
+
+def _not_running(settings: Settings, layout: NodeLayout, as_json: bool, why: str) -> int:
+    data = service_data(settings, layout)
     if as_json:
         report = {"node": layout.node, "running": False, "processes": [],
-                  "services": recorded_addresses(layout)}  # fmt: skip
+                  "services": recorded_addresses(layout), "data": data}  # fmt: skip
         print(json.dumps(report, indent=2))
-    else:
-        print(f"node {layout.node} is not running ({why}); start it with `shoal up --node {layout.node}`")
+        return 1
+    print(f"node {layout.node} is not running ({why}); start it with `shoal up --node {layout.node}`")
+    if data:
+        print("data:")
+        print(format_data(data))
     return 1
 
 
@@ -94,16 +111,17 @@ def status_command(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     pid = running_pid(layout)
     if pid is None:
-        return _not_running(layout, args.json, f"no supervisord for {layout.pid_path}")
+        return _not_running(settings, layout, args.json, f"no supervisord for {layout.pid_path}")
     try:
         rows = add_metrics_urls(process_rows(process_info(layout)), layout)
     except RPC_ERRORS as exc:
-        return _not_running(layout, args.json, f"supervisord pid {pid} does not answer: {exc}")
+        return _not_running(settings, layout, args.json, f"supervisord pid {pid} does not answer: {exc}")
     addresses = recorded_addresses(layout)
+    data = service_data(settings, layout)
     if args.json:
         report = {
             "node": layout.node, "running": True, "supervisord_pid": pid, "run_dir": str(layout.run_dir),
-            "processes": rows, "services": addresses,
+            "processes": rows, "services": addresses, "data": data,
         }  # fmt: skip
         print(json.dumps(report, indent=2))
         return 0
@@ -111,6 +129,9 @@ def status_command(settings: Settings, args: argparse.Namespace) -> int:
     print(format_table(rows))
     print("addresses:")
     print(format_addresses(addresses))
+    if data:
+        print("data:")
+        print(format_data(data))
     metrics = format_metrics(rows)
     if metrics:
         print("metrics:")

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from utils.config.settings import KAFKA_LIBS_ENV
 from utils.services.process import free_port
 
 KAFKA_VERSION = "4.2.0"  # also in services/kafka/pom.xml and the Makefile (a unit test checks)
@@ -32,7 +33,7 @@ class KafkaNotInstalled(RuntimeError):
 
 def kafka_libs() -> Path:
     """The jar directory: $SHOAL_KAFKA_LIBS, else ~/.cache/shoal/kafka-<version>/libs."""
-    override = os.environ.get("SHOAL_KAFKA_LIBS")
+    override = os.environ.get(KAFKA_LIBS_ENV)
     if override:
         return Path(override)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

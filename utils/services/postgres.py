@@ -69,6 +69,18 @@ def _check_reachable(path: Path) -> None:
                                 f"for the data directory {path}")  # fmt: skip
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to a new file that is mode 0600 from its creation (never readable by others, even
+    for a moment), owned by the server user when we are root."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        if os.geteuid() == 0:
+            user = pwd.getpwnam(RUN_AS)
+            os.fchown(out.fileno(), user.pw_uid, user.pw_gid)
+        out.write(text)
+
+
 def initialized(data_dir: Path) -> bool:
     return (data_dir / "PG_VERSION").exists()
 
@@ -86,11 +98,7 @@ def init_cluster(data_dir: Path, password: str = "") -> None:
             "--locale=C.UTF-8", "--no-sync", "--no-instructions"]  # fmt: skip
     pwfile = data_dir.parent / f".{data_dir.name}.initdb.pw"  # beside: initdb wants an empty directory
     if password:
-        pwfile.write_text(password + "\n", encoding="utf-8")
-        if os.geteuid() == 0:
-            user = pwd.getpwnam(RUN_AS)
-            shutil.chown(pwfile, user.pw_uid, user.pw_gid)
-        pwfile.chmod(0o600)
+        _write_private(pwfile, password + "\n")
         argv += [f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=trust"]
     else:
         argv += ["--auth=trust"]

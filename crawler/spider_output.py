@@ -9,7 +9,6 @@ settles its lease, and turns an exception of user code into a dead letter for th
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -23,6 +22,7 @@ from crawler.items import ItemLedger, ledger_of
 from crawler.meta import LEASE, ShoalMessage
 from crawler.spiders.shoal import ShoalSpider
 from utils.config.errors import last_line
+from utils.config.safe_regex import InvalidRegex, pattern_set
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,10 @@ def _users_spiders_only(crawler: Crawler) -> None:
 
 
 def crawl_filters_allow(meta: dict[str, Any], url: str) -> bool:
-    """The crawl request's link filters, with the link spider's meaning (deny wins; subdomains allowed)."""
+    """The crawl request's link filters, with the link spider's meaning (deny wins; subdomains allowed).
+
+    The regex lists run as RE2 sets, as in the link spider; a list RE2 refuses lets no request through.
+    """
     key = tuple(
         tuple(meta[name]) if meta.get(name) else None
         for name in ("allowed_domains", "allow_regex", "deny_regex", "deny_extensions")
@@ -89,24 +92,33 @@ def crawl_filters_allow(meta: dict[str, Any], url: str) -> bool:
         return True
     compiled = _FILTERS.get(key)
     if compiled is None:
-        domains, allow, deny, extensions = key
-        compiled = (
-            domains,
-            [re.compile(r) for r in allow or ()],
-            [re.compile(r) for r in deny or ()],
-            ["." + e.lower().lstrip(".") for e in extensions or ()],
-        )
+        compiled = _compile_filters(key)
         if len(_FILTERS) > 1024:
             _FILTERS.clear()
         _FILTERS[key] = compiled
+    if compiled is _REFUSED:
+        return False
     domains, allow, deny, extensions = compiled
     if domains and not url_is_from_any_domain(url, domains):
         return False
-    if allow and not any(r.search(url) for r in allow):
+    if allow is not None and not allow.search(url):
         return False
-    if any(r.search(url) for r in deny):
+    if deny is not None and deny.search(url):
         return False
     return not (extensions and url_has_any_extension(url, extensions))
+
+
+_REFUSED: tuple[Any, ...] = ()  # the compiled filters of a crawl whose regexes RE2 refuses
+
+
+def _compile_filters(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    domains, allow, deny, extensions = key
+    try:
+        allow_set, deny_set = (pattern_set(p) if p else None for p in (allow, deny))
+    except InvalidRegex as exc:
+        log.error("Invalid regex in crawl request; no requests followed", extra={"error": str(exc)})
+        return _REFUSED
+    return domains, allow_set, deny_set, ["." + e.lower().lstrip(".") for e in extensions or ()]
 
 
 class ItemLedgerMiddleware:

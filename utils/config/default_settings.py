@@ -117,6 +117,10 @@ URL_ALLOWED_SCHEMES = ["http", "https"]  # URL schemes a seed, link or redirect 
 ADDRESS_DENIED_NETWORKS = ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"]  # CIDR list; never fetched
 ADDRESS_DENY_PRIVATE = False  # bool; also refuse every address that is not global (private, loopback, CGNAT)
 
+# --- Page bounds (issue 30: what one page may cost the crawler and its message) ----------------
+LINKS_PARSE_BYTES_MAX = 16 * 1024 * 1024  # bytes; most of a body parsed for links (anchors past it: links_capped)
+LINKS_PARSE_SECONDS_MAX = 3.0  # seconds; most time one page's link parse takes (checked every 256 KiB); 0 = none
+
 # --- Stats -------------------------------------------------------------------------------------
 STATS_TIMES = [900, 3600, 21600, 43200, 86400, 604800]  # seconds; rolling windows stats report
 STATS_BUCKET = 60  # seconds; resolution of time-bucketed counters (one hash field per bucket)

@@ -1,9 +1,11 @@
 """Downloader and spider middlewares that keep hostile sites and hostile requests in bounds.
 
 The address policy (utils/config/address_policy.py) is checked on every request the downloader sees
-(seeds, found links, redirect targets, robots.txt), on every address a host name resolves to (no
-connection is made to a refused one), and again on the address each response actually came from, so
-DNS that answers with an internal address is refused too. A refused request is never handed to the
+(seeds, found links, redirect targets, robots.txt) and on the crawl's own proxy (one the operator
+allows, at an address the policy allows: children inherit it and are checked too), on every address
+a host name resolves to (no connection is made to a refused one, a proxy's name included), and again
+on the address each response actually came from, so DNS that answers with an internal address is
+refused too. A refused request is never handed to the
 download handler; a response from a refused address is dropped before any spider or pipeline sees
 it. All end as `dropped_address` in the crawl's progress.
 """
@@ -23,6 +25,7 @@ from scrapy.resolver import CachingThreadedResolver
 from twisted.internet.defer import Deferred
 from twisted.internet.error import DNSLookupError
 
+from crawler.proxies import POOL
 from utils.config.address_policy import AddressPolicy
 from utils.observability.metrics import record_dropped
 
@@ -89,6 +92,9 @@ class AddressPolicyMiddleware:
 
     def process_request(self, request: Request) -> None:
         reason = self.policy.url_refusal(request.url)
+        proxy = request.meta.get("proxy")
+        if reason is None and proxy and POOL not in request.meta:  # the crawl's own, inherited by its links
+            reason = self.policy.proxy_refusal(str(proxy))
         if reason:
             raise _refused(request, reason)
         if self.robots_maxsize and request.meta.get("dont_obey_robotstxt") and _is_robots(request.url):
@@ -100,9 +106,11 @@ class AddressPolicyMiddleware:
             raise _refused(request, "address")
 
     def process_response(self, request: Request, response: Response) -> Response:
+        """The address connected to: the target's, or the request's own proxy's (a name may rebind).
+        A PROXY_LIST proxy is the operator's: its address is not judged."""
         address = response.ip_address
-        if address is None or request.meta.get("proxy"):
-            return response  # a proxy resolves the host itself: the operator chose it
+        if address is None or POOL in request.meta:
+            return response
         reason = self.policy.address_refusal(address)
         if reason:
             raise _refused(request, reason)

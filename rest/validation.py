@@ -50,12 +50,17 @@ def parse_json(raw: bytes, max_depth: int = 0) -> Any:
 
 
 def refuse_url(message: Any, policy: AddressPolicy) -> None:
-    """400 for a crawl request whose URL the address policy refuses (the kafka monitor would too)."""
+    """400 for a crawl request whose URL, or own proxy, the address policy refuses (the kafka monitor
+    and the crawler would too)."""
     url = message.get("url") if isinstance(message, dict) else None
     if isinstance(url, str):
         reason = policy.url_refusal(url if "://" in url else "http://" + url)
         if reason:
             raise ApiError(400, BAD_SCHEMA, f"url: refused by the address policy ({reason})")
+        proxy = message.get("proxy")
+        reason = policy.proxy_refusal(proxy) if isinstance(proxy, str) and proxy else None
+        if reason:
+            raise ApiError(400, BAD_SCHEMA, f"proxy: refused by the address policy ({reason})")
 
 
 def request_kinds() -> list[str]:

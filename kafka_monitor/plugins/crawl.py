@@ -7,11 +7,12 @@ from typing import Any, TypedDict
 
 from kafka_monitor.batch import Batch, Command, Origin
 from kafka_monitor.urls import domain_and_fingerprint
-from utils.config.address_policy import AddressPolicy
+from utils.config.address_policy import AddressPolicy, fetched_url
 from utils.config.errors import InvalidMessage
 from utils.config.safe_regex import InvalidRegex, check_regexes
 from utils.config.settings import Settings
 from utils.frontier import NewRequest, crawl_request, keys
+from utils.frontier.fingerprint import PLAIN_URL
 from utils.schemas.answers import server_time
 
 SCHEMES = ("http://", "https://")  # the only URLs a crawl may fetch (the schema says so too)
@@ -68,12 +69,15 @@ class CrawlHandler:
         url = message["url"]
         if "://" not in url:
             url = message["url"] = "http://" + url  # as Scrapy Cluster's request_from_feed retry
-        refusal = self.policy.url_refusal(url) if self.policy else None
-        if refusal:
-            raise InvalidMessage("refused crawl request", cause=f"url: refused by the address policy ({refusal})")
+        self._check_addresses(url, message.get("proxy"))
         if not url[:8].lower().startswith(SCHEMES):  # file://, ftp://, s3://, data: ... never fetched
             cause = f"url: only http and https URLs are crawled, not {url[:40]!r}"
             raise InvalidMessage("invalid crawl request", cause=cause)
+        try:  # what Scrapy fetches is what is queued, throttled and blacklisted (issue 30)
+            if not PLAIN_URL.match(url):  # a plain URL is fetched as it is (tests/unit/test_kafka_monitor_urls.py)
+                url = message["url"] = fetched_url(url)
+        except ValueError as exc:  # e.g. a port out of range
+            raise InvalidMessage("invalid crawl request", cause=f"url: {exc}") from None
         try:
             check_regexes(message["allow_regex"])
             check_regexes(message["deny_regex"])
@@ -93,6 +97,17 @@ class CrawlHandler:
         if "uuid" in message:
             batch.acknowledge(self._acknowledgement(message))
         batch.log(self.event, message)
+
+    def _check_addresses(self, url: str, proxy: Any) -> None:
+        """The URL, and the request's own proxy, as the address policy judges them (the crawler again)."""
+        if self.policy is None:
+            return
+        refusal = self.policy.url_refusal(url)
+        if refusal:
+            raise InvalidMessage("refused crawl request", cause=f"url: refused by the address policy ({refusal})")
+        refusal = self.policy.proxy_refusal(proxy) if isinstance(proxy, str) and proxy else None
+        if refusal:
+            raise InvalidMessage("refused crawl request", cause=f"proxy: refused by the address policy ({refusal})")
 
     def _timeout_command(self, record: dict[str, Any], expires: int) -> Command:
         """Scrapy Cluster's `timeout:<spiderid>:<appid>:<crawlid>`, kept until well after it fires, and

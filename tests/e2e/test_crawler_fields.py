@@ -81,7 +81,7 @@ def test_the_global_page_limit_caps_every_crawl_per_domain(cluster: TestCluster,
     assert hosts == {host: 5 for host in site.hosts}
 
 
-@pytest.mark.parametrize("cluster", [OPEN], indirect=True)
+@pytest.mark.parametrize("cluster", [{**OPEN, "PROXY_REQUEST_ALLOWED": "*"}], indirect=True)  # a loopback proxy
 def test_seed_method_headers_body_cookie_useragent_and_proxy_reach_the_server(
     cluster: TestCluster, topic_reader
 ) -> None:

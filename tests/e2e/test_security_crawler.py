@@ -64,7 +64,7 @@ def test_a_file_url_in_the_frontier_never_reads_the_local_file(cluster: TestClus
     assert all(not p["success"] and not p.get("body") for p in pages)
 
 
-@pytest.mark.parametrize("cluster", [OPEN], indirect=True)
+@pytest.mark.parametrize("cluster", [{**OPEN, "PROXY_REQUEST_ALLOWED": "*"}], indirect=True)
 def test_proxy_credentials_never_reach_the_firehose(cluster: TestCluster, topic_reader) -> None:
     firehose = topic_reader("crawled_firehose")
     with EchoServer(ECHO_HOST, free_port(ECHO_HOST)) as echo:

@@ -59,13 +59,14 @@ def test_literal_addresses_and_host_names_are_told_apart() -> None:
     assert literal_address("123abc.de") is None
 
 
-def test_the_crawler_drops_a_response_from_a_refused_address_unless_a_proxy_fetched_it() -> None:
+def test_the_crawler_drops_a_response_from_a_refused_address_unless_a_pool_proxy_fetched_it() -> None:
     import ipaddress
 
     from scrapy import Request
     from scrapy.http import Response
 
     from crawler.guards import AddressPolicyMiddleware, AddressRefused
+    from crawler.proxies import POOL
 
     middleware = AddressPolicyMiddleware(DEFAULT, robots_maxsize=1000)
     request = Request("http://rebinding.test/", meta={"spiderid": "link"})
@@ -74,10 +75,10 @@ def test_the_crawler_drops_a_response_from_a_refused_address_unless_a_proxy_fetc
         middleware.process_response(request, rebound)
     fine = Response(request.url, request=request, ip_address=ipaddress.ip_address("127.0.0.1"))
     assert middleware.process_response(request, fine) is fine
-    proxied = Request("http://rebinding.test/", meta={"proxy": "http://127.0.0.1:3128"})
-    assert middleware.process_response(proxied, rebound) is rebound
+    own = Request("http://rebinding.test/", meta={"proxy": "http://proxy.test:3128"})  # the name rebound (issue 30)
+    with pytest.raises(AddressRefused):
+        middleware.process_response(own, rebound)
+    pooled = Request("http://rebinding.test/", meta={POOL: "http://127.0.0.1:3128"})  # the operator's proxy
+    assert middleware.process_response(pooled, rebound) is rebound
     robots = Request("http://rebinding.test/robots.txt", meta={"dont_obey_robotstxt": True})
     middleware.process_request(robots)
-    assert robots.meta["download_maxsize"] == 1000
-    with pytest.raises(AddressRefused):
-        middleware.process_request(Request("http://[fd00:ec2::254]/"))

@@ -44,7 +44,7 @@ def records(*values: Any) -> list[Record]:
 
 
 def dispatcher(**plugins: int | None) -> Dispatcher:
-    settings = Settings.load(environ={})
+    settings = Settings.load(environ={"SHOAL_PROXY_REQUEST_ALLOWED": "http://proxy:3128"})  # a request's own proxy
     spec = {**settings.get_dict("KAFKA_MONITOR_PLUGINS"), **plugins}
     return Dispatcher(load_plugins(spec, settings))
 

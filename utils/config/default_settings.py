@@ -114,8 +114,13 @@ ROBOTSTXT_MAXSIZE = 512 * 1024  # bytes; largest robots.txt read (Google reads 5
 URL_LENGTH_MAX = 2083  # characters; longer seeds and links are refused (Scrapy's URLLENGTH_LIMIT)
 LINKS_PER_PAGE_MAX = 10000  # links; most links followed from one page, the rest counted as links_capped
 URL_ALLOWED_SCHEMES = ["http", "https"]  # URL schemes a seed, link or redirect may use
-ADDRESS_DENIED_NETWORKS = ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"]  # CIDR list; never fetched
+ADDRESS_DENIED_NETWORKS = [  # CIDR list; never fetched, nor an IPv6 address carrying one (mapped, NAT64, 6to4, Teredo)
+    "169.254.0.0/16", "fe80::/10",  # link-local: AWS, GCP, Azure, OpenStack metadata at 169.254.169.254
+    "fd00:ec2::254/128", "fd20:ce::254/128",  # AWS and GCP metadata over IPv6
+    "100.100.100.200/32", "168.63.129.16/32", "192.0.0.192/32",  # Alibaba metadata, Azure wireserver, Oracle
+]  # fmt: skip
 ADDRESS_DENY_PRIVATE = False  # bool; also refuse every address that is not global (private, loopback, CGNAT)
+PROXY_REQUEST_ALLOWED: list[str] = []  # list of proxy URLs a crawl's `proxy` may name besides PROXY_LIST's; "*" = any
 
 # --- Page bounds (issue 30: what one page may cost the crawler and its message) ----------------
 LINKS_PARSE_BYTES_MAX = 16 * 1024 * 1024  # bytes; most of a body parsed for links (anchors past it: links_capped)

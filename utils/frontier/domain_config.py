@@ -5,7 +5,8 @@
       dmoztools.net: {window: 60, hits: 60, scale: 1.0}
 
 A domain entry counts only with both `window` and `hits` (as Scrapy Cluster); `scale` in [0, 1]
-multiplies hits.
+multiplies hits. Domains and blacklist entries are read as queue domains (utils/frontier/domains.py),
+so `EBAY.com`, `ebay.com.` and `www.ebay.com` all name `ebay.com`, `0x7f.1` names `127.0.0.1`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+from utils.frontier.domains import host_domain
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +51,24 @@ class DomainConfig:
             raise ValueError(f"domain config is not YAML: {exc}") from exc
         if not isinstance(data, dict):
             raise ValueError("domain config must be a mapping")
+        domains = data.get("domains") or {}
         return cls(
-            _limits(data.get("domains") or {}),
-            frozenset(data.get("blacklist") or []),
-            {d: v for d, v in (data.get("domains") or {}).items() if isinstance(v, dict)},
+            _limits(domains),
+            _blacklist(data.get("blacklist")),
+            {host_domain(str(d)): v for d, v in domains.items() if isinstance(v, dict)},
         )
+
+
+def _blacklist(entries: Any) -> frozenset[str]:
+    """Each entry as the queue domain of that host (`EBAY.com.` -> `ebay.com`, `0x7f.1` -> `127.0.0.1`);
+    one string is one entry (YAML `blacklist: ebay.com`), not a set of its characters."""
+    if entries is None:
+        return frozenset()
+    if isinstance(entries, str | int | float):
+        entries = [entries]
+    if not isinstance(entries, list) or not all(isinstance(e, str | int | float) for e in entries):
+        raise ValueError(f"domain config: blacklist must be a list of domains, not {entries!r}")
+    return frozenset(host_domain(str(entry)) for entry in entries if str(entry).strip())
 
 
 def _limits(domains: Any) -> dict[str, DomainLimit]:
@@ -63,14 +79,20 @@ def _limits(domains: Any) -> dict[str, DomainLimit]:
     """
     if not isinstance(domains, dict):
         raise ValueError("domain config: domains must be a mapping")
-    limits = {}
+    limits: dict[str, DomainLimit] = {}
     for domain, entry in domains.items():
         if isinstance(entry, dict) and entry.get("hits") and entry.get("window"):
             hits = _number(domain, "hits", entry["hits"], 1)
             window = _number(domain, "window", entry["window"], 1e-3)
             scale = _number(domain, "scale", entry.get("scale", 1.0), 0.0, 1.0)
-            limits[str(domain)] = DomainLimit(int(hits), window, scale)
+            limit, key = DomainLimit(int(hits), window, scale), host_domain(str(domain))
+            if key not in limits or _rate(limit) < _rate(limits[key]):  # two spellings of one domain: the stricter
+                limits[key] = limit
     return limits
+
+
+def _rate(limit: DomainLimit) -> float:
+    return limit.effective_hits / limit.window
 
 
 def _number(domain: Any, name: str, value: Any, low: float, high: float = 1e12) -> float:

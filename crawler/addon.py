@@ -40,6 +40,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "crawler.downloader.PerRequestCookiesMiddleware": 700,
         "crawler.stats.StatusStatsMiddleware": 950,
         "crawler.downloader.FetchTimeMiddleware": 990,  # the last before the network
+        "crawler.downloader.ResponseHeaderBoundMiddleware": 995,  # the first on a response's way back
     },
     "SPIDER_MIDDLEWARES": {
         "crawler.spider_output.ItemLedgerMiddleware": 5,  # outermost: sees what reaches the scraper

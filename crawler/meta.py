@@ -11,7 +11,7 @@ LEASE = "shoal_lease"  # the Lease a request was popped under (never passed to c
 SILENT = "shoal_silent"  # an item that settles a lease without sending a page (robots, retry)
 OUTCOME = "shoal_outcome"  # the progress counter the lease is settled under
 DETAILS = "shoal_details"  # what settling needs besides: the retry record, the dead-letter record
-
+HEADERS_CUT = "shoal_headers_cut"  # response meta: the response's headers passed the bounds and were cut
 
 
 class ShoalMessage(dict[str, Any]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import socket
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -11,7 +12,7 @@ from typing import Any
 
 from scrapy.http import Headers, Request, Response, TextResponse
 
-from crawler.meta import LEASE, ShoalMessage
+from crawler.meta import HEADERS_CUT, LEASE, ShoalMessage
 
 SECRET_REQUEST_HEADERS = frozenset({b"proxy-authorization"})  # a proxy's credentials, never on the firehose
 
@@ -47,14 +48,21 @@ def page_message(response: Response, base64_bodies: bool = False) -> ShoalMessag
         **identity(meta),
         "success": True,
     })  # fmt: skip
+    if meta.get(HEADERS_CUT):
+        message["response_headers_truncated"] = True
     message.update(body_fields(response, base64_bodies))
     return message
 
 
 def failure_message(request: Request, error: str, status: int | None = None) -> ShoalMessage:
-    """The page message of a request that finally failed: `success` false and the `exception`."""
+    """The page message of a request that finally failed: `success` false and the `exception`.
+
+    `url` is the URL the client asked for, also when its redirect chain failed ("max redirections
+    reached", issue 30); `response_url` is the last URL the chain reached.
+    """
+    chain = request.meta.get("redirect_urls") or ()
     return ShoalMessage({
-        "url": request.url,
+        "url": chain[0] if chain else request.url,
         "response_url": request.url,
         "status_code": status,
         "status_msg": status_message(status) if status else "",
@@ -90,8 +98,13 @@ def worker_id() -> str:
 
 
 def body_fields(response: Response, base64_bodies: bool) -> dict[str, Any]:
-    """Text bodies as text; binary bodies (and every body with KAFKA_BASE_64_ENCODE) as base64."""
-    if isinstance(response, TextResponse) and not base64_bodies:
+    """Text bodies as text; binary bodies (and every body with KAFKA_BASE_64_ENCODE) as base64.
+
+    A body served as text that is not (bytes its encoding refuses, or control characters: random
+    bytes served as text/html) is binary too: as text it became ~2.4x its size in JSON (replacement
+    characters and escapes), as base64 it is 1.33x.
+    """
+    if isinstance(response, TextResponse) and not base64_bodies and is_text(response):
         return {"body": response.text, "encoding": response.encoding}
     encoding = response.encoding if isinstance(response, TextResponse) else None
     return {
@@ -99,6 +112,19 @@ def body_fields(response: Response, base64_bodies: bool) -> dict[str, Any]:
         "body_encoding": "base64",
         "encoding": encoding,
     }
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f]")  # never in text (tab, LF, FF and CR are)
+
+
+def is_text(response: TextResponse) -> bool:
+    """Whether the body decodes in its encoding without error, with (almost) no control characters."""
+    try:
+        text = response.body.decode(response.encoding)
+    except (UnicodeDecodeError, LookupError):
+        return False
+    controls = sum(1 for _ in _CONTROLS.finditer(text, 0, 1 << 20))
+    return controls * 1000 <= min(len(text), 1 << 20)  # at most one in a thousand (a stray NUL or ESC)
 
 
 def timestamp() -> str:

@@ -125,6 +125,8 @@ PROXY_REQUEST_ALLOWED: list[str] = []  # list of proxy URLs a crawl's `proxy` ma
 # --- Page bounds (issue 30: what one page may cost the crawler and its message) ----------------
 LINKS_PARSE_BYTES_MAX = 16 * 1024 * 1024  # bytes; most of a body parsed for links (anchors past it: links_capped)
 LINKS_PARSE_SECONDS_MAX = 3.0  # seconds; most time one page's link parse takes (checked every 256 KiB); 0 = none
+RESPONSE_HEADERS_COUNT_MAX = 500  # headers; most response header lines a page keeps (the page flagged past it)
+RESPONSE_HEADERS_BYTES_MAX = 256 * 1024  # bytes; most bytes of header names and values a page keeps (flagged past it)
 
 # --- Stats -------------------------------------------------------------------------------------
 STATS_TIMES = [900, 3600, 21600, 43200, 86400, 604800]  # seconds; rolling windows stats report

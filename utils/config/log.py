@@ -15,6 +15,7 @@ import atexit
 import io
 import logging
 import logging.handlers
+import re
 import sys
 import threading
 import time
@@ -34,6 +35,23 @@ FLUSH_EVERY = 0.1  # seconds a PER_PAGE line may wait in the buffer (lost on SIG
 BUFFER_BYTES = 256 * 1024  # the buffer is written when this full, whatever the time
 _BUFFERED = "_buffered"  # record attribute marking a line that may wait (never output: leading "_")
 PER_PAGE: dict[str, bool] = {_BUFFERED: True}  # merge into `extra=` of per-page lines
+
+
+# `scheme://user:password@` in any text: the userinfo up to the last `@` before the host (as urlsplit
+# reads it), JSON escapes included. Logs never show it, wherever a URL appears (issue 30).
+_USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)(?:[^\s/?#\"\\]|\\.)*@")
+
+
+def redact_userinfo(text: str) -> str:
+    """`http://alice:secret@host/` -> `http://***@host/` everywhere in `text` (a log line)."""
+    return _USERINFO.sub(r"\1***@", text) if "@" in text else text
+
+
+class TextFormatter(logging.Formatter):
+    """The plain formatter, without URL credentials."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_userinfo(super().format(record))
 
 
 class JsonFormatter(logging.Formatter):
@@ -66,7 +84,8 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
-        return ujson.dumps(entry, ensure_ascii=False, default=str, reject_bytes=False)
+        line = ujson.dumps(entry, ensure_ascii=False, escape_forward_slashes=False, default=str, reject_bytes=False)
+        return redact_userinfo(line)
 
 
 class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -167,7 +186,7 @@ def setup_logging(settings: Settings, component: str = "") -> None:
     if settings.get_bool("LOG_JSON"):
         handler.setFormatter(JsonFormatter(component))
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s [%(name)s] %(levelname)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s [%(name)s] %(levelname)s: %(message)s"))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

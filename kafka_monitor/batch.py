@@ -81,6 +81,18 @@ class Batch:
             self.handled[name] = self.handled.get(name, 0) + n
         self.failed += other.failed
 
+    def mark(self) -> tuple[int, ...]:
+        """Where the batch stands, for `rollback` (a message that failed half-way leaves nothing)."""
+        return len(self.requests), len(self.commands), len(self.answers), len(self.dead_letters), len(self.log_events)
+
+    def rollback(self, mark: tuple[int, ...]) -> None:
+        """Drop what was added since `mark` (a plugin that raised after adding some of its writes)."""
+        requests, commands, answers, dead_letters, log_events = mark
+        del self.requests[requests:], self.commands[commands:], self.answers[answers:]
+        del self.dead_letters[dead_letters:], self.log_events[log_events:]
+        for index in [i for i in self.answer_of if i >= requests]:
+            del self.answer_of[index]
+
     def emptied(self) -> Batch:
         """A batch like this one (same ts and verbosity) with nothing in it."""
         return Batch(verbose=self.verbose, ts=self.ts)

@@ -1,31 +1,33 @@
 """Message -> plugin: parse, try the schemas in rank order, hand over; reject what fails.
 
 Scrapy Cluster dropped what it could not handle, logging a warning, and died of a handler's
-exception. Here every rejected message is logged with Scrapy Cluster's event and extras, answered
-on the outbound topic (API.md "Fixed" 1) and kept on the dead-letter topic; nothing is raised.
+exception. Here every message passes one boundary (`_one`): whatever it raises, in parsing,
+validation, a plugin or redaction, that message alone is answered on the outbound topic (API.md
+"Fixed" 1) and kept on the dead-letter topic, and the batch goes on. Rejecting never raises either
+(issue 30: a rejection that raised stopped the partition for good): its last resort is a minimal
+answer and dead letter, and a logged error.
 """
 
 from __future__ import annotations
 
 import logging
-import math
+import time
 from collections.abc import Iterable
 from typing import Any
 
-import ujson
 from kafka.consumer.fetcher import ConsumerRecord
 
 from kafka_monitor.batch import Batch, Origin, message_fingerprint
 from kafka_monitor.plugins.base import stat_name
 from kafka_monitor.validation import schema_source
-from utils.config.errors import InvalidMessage
+from utils.config.errors import InvalidMessage, last_line
 from utils.observability.metrics import record_dead_letter, record_incoming
-from utils.schemas import answers
+from utils.schemas import answers, wire
 from utils.schemas.matching import Matcher
 
 log = logging.getLogger(__name__)
 
-NOT_JSON = "Unparseable JSON Received"
+NOT_JSON = wire.NOT_JSON
 HANDLER_FAILED = "Handler failed"
 
 
@@ -43,84 +45,83 @@ class Dispatcher:
         return [self._names[id(p)] for p in self.plugins]
 
     def process(self, records: Iterable[ConsumerRecord], batch: Batch) -> Batch:
-        """Validate and dispatch every record into `batch`; a bad one is answered and dead-lettered."""
+        """Validate and dispatch every record into `batch`; a bad one is answered and dead-lettered.
+
+        Never raises for a message: the one boundary of the kafka monitor's per-message work."""
         for record in records:
             batch.total += 1
-            fingerprint = message_fingerprint(record.timestamp, record.key, record.value)
-            origin = Origin(record.topic, record.partition, record.offset, fingerprint)
-            raw: Any = record.value
+            mark = batch.mark()
+            raw: Any = getattr(record, "value", None)
             try:
-                raw = _decode(raw)
-                plugin, name, message = self._match(raw)
-                plugin.handle(message, origin, batch)
-                batch.count(name)
+                raw = wire.loads(raw)
+                self._dispatch(record, raw, batch)
             except InvalidMessage as exc:
-                self._reject(batch, raw, origin, exc.message, exc.cause)
-            except Exception as exc:  # a plugin's bug must not stop the monitor
-                self._reject(batch, raw, origin, HANDLER_FAILED, f"{type(exc).__name__}: {exc}", failure=True)
+                batch.rollback(mark)
+                self._reject(batch, raw, _origin(record), exc.message, exc.cause)
+            except Exception as exc:  # any plugin's bug, any input: this message alone fails
+                batch.rollback(mark)
+                self._reject(batch, raw, _origin(record), HANDLER_FAILED, last_line(exc), failure=True)
         return batch
 
     def refuse(self, record: ConsumerRecord, batch: Batch, message: str, cause: str) -> None:
         """Answer and dead-letter one record that passed validation but that Redis refused alone."""
         batch.total += 1
-        origin = Origin(record.topic, record.partition, record.offset)
-        self._reject(batch, _decode(record.value), origin, message, cause)
+        raw: Any = record.value
+        try:
+            raw = wire.loads(raw)
+        except Exception:  # shown as the bytes it was
+            log.debug("Refused record shown as bytes", extra={"origin": _origin(record).id})
+        self._reject(batch, raw, _origin(record), message, cause)
 
-    def _match(self, raw: Any) -> tuple[Any, str, dict[str, Any]]:
-        plugin, message = self._matcher.match(raw)
-        return plugin, self._names[id(plugin)], message
+    def _dispatch(self, record: ConsumerRecord, parsed: Any, batch: Batch) -> None:
+        origin = Origin(record.topic, record.partition, record.offset,
+                        message_fingerprint(record.timestamp, record.key, record.value))  # fmt: skip
+        plugin, message = self._matcher.match(parsed)
+        plugin.handle(message, origin, batch)
+        batch.count(self._names[id(plugin)])
 
     def _reject(
         self, batch: Batch, raw: Any, origin: Origin, message: str, cause: str | None, failure: bool = False
     ) -> None:
+        """Answer, dead-letter and log one message; never raises (the last resort leaves its data out)."""
         batch.failed += 1
         outcome = "failed" if failure else "invalid"
-        record_incoming("unknown", outcome)  # the rare path: counted per message
-        record_dead_letter(outcome)
-        answer = answers.error_answer(raw, message, cause)
-        batch.answers.append(answer)
-        parsed = not isinstance(raw, bytes | None)
-        extra = {"parsed": parsed, "valid": False, "cause": cause, "data": answer["data"], "origin": origin.id}
-        log.log(logging.ERROR if failure else logging.WARNING, message, extra=extra, exc_info=failure)
-        letter = answers.dead_letter(
-            raw, f"{message}: {cause}" if cause else message, self.source,
-            topic=origin.topic, partition=origin.partition, offset=origin.offset,
-        )  # fmt: skip
-        batch.dead_letters.append(letter)
-
-
-# What ujson accepts but breaks a later step of the whole batch (the UTF-8 encoding of an answer or a
-# Redis command): a lone surrogate, escaped (\\ud800-\\udfff) or as raw bytes, or NaN / Infinity, which
-# no JSON consumer reads. Plain substring tests (C speed, no regex): only a message holding one is walked.
-_SUSPECT = (b"\\ud", b"\\uD", b"\xed", b"NaN", b"Infinity")
-
-
-def _decode(value: bytes | None) -> Any:
-    if value is None:
-        raise InvalidMessage(NOT_JSON, cause="empty message")
-    try:
-        parsed = ujson.loads(value)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidMessage(NOT_JSON, cause=str(exc)) from None
-    if any(marker in value for marker in _SUSPECT):
-        _check_clean(parsed)
-    return parsed
-
-
-def _check_clean(value: Any) -> None:
-    """Refuse what would break a later step of the whole batch: Redis, the answer's encoding, a float."""
-    if isinstance(value, str):
         try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidMessage(NOT_JSON, cause="lone surrogate in a string") from None
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidMessage(NOT_JSON, cause="NaN or infinite number")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_clean(key)
-            _check_clean(item)
-    elif isinstance(value, list):
-        for item in value:
-            _check_clean(item)
+            answer = answers.error_answer(raw, message, cause)
+            letter = answers.dead_letter(
+                raw, f"{message}: {cause}" if cause else message, self.source,
+                topic=origin.topic, partition=origin.partition, offset=origin.offset,
+            )  # fmt: skip
+        except Exception:
+            log.exception("Rejection could not be built in full; sent without the message", extra={"origin": origin.id})
+            answer, letter = _minimal(message, cause, self.source, origin)
+        batch.answers.append(answer)
+        batch.dead_letters.append(letter)
+        try:
+            record_incoming("unknown", outcome)  # the rare path: counted per message
+            record_dead_letter(outcome)
+            parsed = not isinstance(raw, bytes | None)
+            extra = {"parsed": parsed, "valid": False, "cause": cause, "data": answer["data"], "origin": origin.id}
+            log.log(logging.ERROR if failure else logging.WARNING, message, extra=extra, exc_info=failure)
+        except Exception:
+            log.exception("Rejection could not be logged in full", extra={"origin": origin.id})
+
+
+def _origin(record: Any) -> Origin:
+    """Where a record came from, for its answer; placeholders for what a broken record lacks."""
+    topic, partition, offset = (getattr(record, name, None) for name in ("topic", "partition", "offset"))
+    return Origin(
+        topic if isinstance(topic, str) else "?",
+        partition if isinstance(partition, int) else -1,
+        offset if isinstance(offset, int) else -1,
+    )
+
+
+def _minimal(message: str, cause: str | None, source: str, origin: Origin) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An answer and a dead letter built from plain strings only: what remains when the full ones failed."""
+    error = {"message": str(message)[: answers.TEXT_LIMIT], "cause": str(cause)[: answers.TEXT_LIMIT]}
+    answer = {"action": "error", "error": error, "server_time": int(time.time()), "data": answers.NOT_SHOWN}
+    letter = {"data": answers.NOT_SHOWN, "error": f"{error['message']}: {error['cause']}", "source": source,
+              "timestamp": time.time(), "topic": origin.topic, "partition": origin.partition,
+              "offset": origin.offset}  # fmt: skip
+    return answer, letter

@@ -20,9 +20,17 @@ import redis
 
 from kafka_monitor.batch import Command
 from utils.config.clients import RedisClient
+from utils.config.errors import last_line
 from utils.frontier import Frontier, NewRequest
 
-RETRIABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, redis.ResponseError)
+
+class WriteRefused(Exception):
+    """A write that failed before Redis saw it: a plugin's command raised, or redis-py could not encode
+    a value (DataError, UnicodeEncodeError). About a message, not Redis: the batch is written message by
+    message and the one that fails alone is refused (issue 30: it was raised again and again)."""
+
+
+RETRIABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, redis.ResponseError, WriteRefused)
 Sent = tuple[tuple[Any, ...], dict[str, Any]]  # a command's args and options, as redis-py keeps them
 
 
@@ -59,7 +67,16 @@ class BatchWriter:
         return group
 
     def send(self, group: Group, requests: Sequence[NewRequest], commands: Iterable[Command]) -> None:
-        """Queue a chunk's writes; when streaming they leave for Redis at once."""
+        """Queue a chunk's writes; when streaming they leave for Redis at once. Never raises: a failure
+        is kept on the group (and the groups behind it) and raised by `finish`."""
+        try:
+            self._send(group, requests, commands)
+        except RETRIABLE as exc:
+            self._break(exc)
+        except Exception as exc:  # a plugin's command, an unencodable value: before anything reached Redis
+            self._break(WriteRefused(last_line(exc)), group)
+
+    def _send(self, group: Group, requests: Sequence[NewRequest], commands: Iterable[Command]) -> None:
         pipe = group.held if group.held is not None else self.client.pipeline(transaction=False)
         calls = self.frontier.enqueue_in(pipe, requests)
         group.places.extend([group.size + p for p in call] for call in calls)
@@ -73,20 +90,17 @@ class BatchWriter:
         if failed is not None:  # never write past a batch that must be written again first
             group.error = group.error or failed
         elif pipe.command_stack:
-            try:
-                self._stream(group, pipe, len(calls))
-            except redis.RedisError as exc:
-                self._break(exc)
+            self._stream(group, pipe, len(calls))
 
     def finish(self, group: Group) -> list[str]:
         """The oldest group's enqueue statuses, one per request in order; raises what went wrong (RETRIABLE)."""
         if not self._open or self._open[0] is not group:
             raise RuntimeError("batches must be finished in the order they were begun")
         self._open.popleft()
-        if group.held is not None:
-            return _placed(group.size, group.places, group.held.execute())
         if group.error is not None:
             raise group.error
+        if group.held is not None:
+            return _placed(group.size, group.places, _execute(group.held))
         return self._read(group)
 
     def write_all(self, requests: Sequence[NewRequest], commands: Iterable[Command]) -> list[str]:
@@ -94,10 +108,13 @@ class BatchWriter:
         if requests:
             self.client.script_load(self.frontier.scripts.enqueue.script)
         pipe = self.client.pipeline(transaction=False)
-        places = self.frontier.enqueue_in(pipe, requests)
-        for command in commands:
-            command(pipe)
-        return _placed(len(requests), places, pipe.execute()) if len(pipe) else []  # len(): Cluster pipelines too
+        try:
+            places = self.frontier.enqueue_in(pipe, requests)
+            for command in commands:
+                command(pipe)
+        except Exception as exc:
+            raise WriteRefused(last_line(exc)) from exc
+        return _placed(len(requests), places, _execute(pipe)) if len(pipe) else []  # len(): Cluster pipelines too
 
     def abandon(self) -> None:
         """Forget every open batch (they will be read from Kafka again) and the connection."""
@@ -147,11 +164,24 @@ class BatchWriter:
             raise failure
         return _placed(group.size, group.places, [replies[i] for i in group.enqueues])
 
-    def _break(self, exc: Exception) -> None:
-        """The connection is lost: every group still on it fails (the caller writes them again)."""
+    def _break(self, exc: Exception, refused: Group | None = None) -> None:
+        """The connection is lost: every group still on it fails (the caller writes them again). A
+        refused write fails its own group with `exc` and the others as a lost connection would."""
+        lost = redis.ConnectionError("connection closed after a refused write") if refused is not None else exc
         for group in self._open:
-            group.error = group.error or exc
+            group.error = group.error or (exc if group is refused else lost)
         self.close()
+
+
+def _execute(pipe: Any) -> list[Any]:
+    """A pipeline's replies; what fails before Redis sees it (encoding a value) is a WriteRefused."""
+    try:
+        replies: list[Any] = pipe.execute()
+    except RETRIABLE:
+        raise
+    except Exception as exc:
+        raise WriteRefused(last_line(exc)) from exc
+    return replies
 
 
 def _placed(size: int, places: list[list[int]], replies: Iterable[Any]) -> list[str]:

@@ -47,7 +47,8 @@ def create_app(settings: Settings) -> FastAPI:
         yield
         await asyncio.to_thread(gateway.close)
 
-    app = FastAPI(title="Shoal REST gateway", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="Shoal REST gateway", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url=None)  # served by rest.openapi, keyed  # fmt: skip
     app.include_router(core.router)
     app.include_router(dashboard.router)
     for keyed in (crawls.router, cluster.router):  # every route reads crawl data: the key when one is set

@@ -10,9 +10,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse
 
+from rest.deps import require_key
 from rest.validation import poll_schema, request_kinds
 from utils import schemas
 
@@ -90,7 +93,8 @@ def build(app: FastAPI) -> dict[str, Any]:
 
 
 def install(app: FastAPI) -> None:
-    """Serve `build`'s document at /openapi.json (built once, on first request)."""
+    """Serve `build`'s document at /openapi.json (built once, on first request), and /docs and /redoc;
+    all three need the API key when one is set (issue 30: they described every route to anyone)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -98,3 +102,16 @@ def install(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    keyed = [Depends(require_key)]
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=keyed)
+    def document() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=keyed)
+    def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} - docs")
+
+    @app.get("/redoc", include_in_schema=False, dependencies=keyed)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url="/openapi.json", title=f"{app.title} - ReDoc")

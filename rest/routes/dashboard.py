@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from importlib import resources
+from urllib.parse import quote
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from rest import overview
-from rest.deps import GatewayDep, require_key
+from rest.deps import API_KEY_COOKIE, API_KEY_HEADER, GatewayDep, require_key
 from rest.envelope import success
 
 router = APIRouter(tags=["dashboard"])
@@ -32,3 +33,19 @@ def dashboard() -> HTMLResponse:
 @router.get("/dashboard/data", summary="Everything the dashboard shows, as JSON", dependencies=[Depends(require_key)])
 async def dashboard_data(gw: GatewayDep) -> JSONResponse:
     return success(await asyncio.to_thread(overview.build, gw))
+
+
+@router.post("/dashboard/key", summary="Keep the API key (sent in X-API-Key) in the dashboard's cookie",
+             dependencies=[Depends(require_key)])  # fmt: skip
+def dashboard_key(request: Request, gw: GatewayDep) -> JSONResponse:
+    """The cookie is HttpOnly (no script reads it), SameSite=Strict, and Secure when served over https.
+
+    Only the X-API-Key header sets it (a cross-site form cannot send that header), so this route
+    cannot be used to plant a key either. EventSource cannot send headers: the streams need the cookie.
+    """
+    answer = success(None)
+    key = request.headers.get(API_KEY_HEADER)
+    if key and gw.settings.get_str("REST_API_KEY"):
+        answer.set_cookie(API_KEY_COOKIE, quote(key, safe=""), path="/", httponly=True, samesite="strict",
+                          secure=request.url.scheme == "https")  # fmt: skip
+    return answer

@@ -219,19 +219,19 @@ function pickStream(data) {
   if (running) follow(running);
 }
 
-// With REST_API_KEY set every data route needs the key: asked once, kept in a same-site cookie
-// (EventSource cannot send headers), sent by the browser to this gateway only.
-function askForKey() {
+// With REST_API_KEY set every data route needs the key: asked once and handed to the gateway, which
+// keeps it in an HttpOnly, SameSite=Strict cookie (EventSource cannot send headers; no script reads it).
+async function askForKey() {
   const key = window.prompt("This gateway needs its API key (REST_API_KEY):");
   if (!key) return false;
-  document.cookie = `shoal_api_key=${encodeURIComponent(key)}; path=/; SameSite=Strict`;
-  return true;
+  const response = await fetch("/dashboard/key", { method: "POST", headers: { "X-API-Key": key }, cache: "no-store" });
+  return response.ok;
 }
 
 async function refresh() {
   try {
     const response = await fetch("/dashboard/data", { cache: "no-store" });
-    if (response.status === 401 && askForKey()) return;
+    if (response.status === 401 && await askForKey()) return;
     const envelope = await response.json();
     if (envelope.status !== "SUCCESS") throw new Error(envelope.error && envelope.error.message);
     const data = envelope.data;

@@ -12,13 +12,13 @@ KAFKA_LIBS := $(or $(SHOAL_KAFKA_LIBS),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sh
 PYTEST_ARGS ?=
 DEMO_ARGS ?=  # e.g. --port 8282 --pages 50 (see `shoal demo --help`)
 
-.PHONY: run test test-fast lint typecheck bench install install-test system-deps test-system-deps debian-packages kafka down status clean
+.PHONY: run test test-fast lint typecheck docs bench install install-test system-deps test-system-deps debian-packages kafka down status clean
 
 run: system-deps install kafka  ## start a local cluster, crawl the bundled demo site, show the pages
 	$(BIN)/shoal up --services kafka,redis,zookeeper,postgres
 	$(BIN)/shoal demo $(DEMO_ARGS)
 
-test: system-deps test-system-deps install-test kafka lint typecheck  ## the whole suite: unit, integration, end-to-end
+test: system-deps test-system-deps install-test kafka lint typecheck docs  ## the whole suite: unit, integration, end-to-end
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: install-test  ## unit tests only (no services)
@@ -30,6 +30,9 @@ lint: install-test
 
 typecheck: install-test
 	$(BIN)/mypy utils kafka_monitor redis_monitor crawler rest sink
+
+docs: install-test  ## the documentation site into .shoal/site: every warning (a broken link or anchor) is an error
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: install-test system-deps kafka  ## every benchmark of bench/, results in bench/results/latest.json
 	$(BIN)/python -m bench

@@ -18,6 +18,7 @@ import redis
 from utils.config.clients import RedisClient
 from utils.frontier import keys
 from utils.jobs.stream import Job
+from utils.schemas import wire
 
 log = logging.getLogger(__name__)
 
@@ -140,16 +141,22 @@ class JobStream:
         return removed
 
     def _jobs(self, entries: list[Any], deliveries: dict[str, int]) -> list[Job]:
+        """Entries -> jobs; an entry that is no job (a field missing, a request that is not a JSON object
+        or holds what no message may, issue 30) goes to `bad`, never raises."""
         jobs = []
         for entry_id, fields in entries:
             entry_id = _text(entry_id)
             try:
-                jobs.append(Job.from_entry(entry_id, fields, deliveries.get(entry_id, 1)))
-            except (KeyError, ValueError) as exc:
-                log.error("Unreadable job entry", extra={"entry_id": entry_id, "error": repr(exc)})
+                job = Job.from_entry(entry_id, fields, deliveries.get(entry_id, 1))
+                reason = wire.refusal(job.request) if isinstance(job.request, dict) else "request: not a JSON object"
+                if reason is not None:
+                    raise ValueError(reason)
+                jobs.append(job)
+            except Exception as exc:
+                log.error("Unreadable job entry", extra={"entry_id": entry_id, "error": repr(exc)[:500]})
                 self.bad.append((entry_id, {_text(k): _text(v) for k, v in fields.items()}))
         return jobs
 
 
 def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

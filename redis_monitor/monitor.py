@@ -4,8 +4,11 @@ One round (`run_once`): acknowledge jobs whose answers Kafka confirmed, take due
 (failed ones, and those of silent monitors) and new ones, hand each to the first plugin (by rank)
 that accepts it, run every periodic plugin, send, then heartbeat, flush stats and dump them.
 A job that raises is retried (REDIS_MONITOR_RETRY_DELAY, doubling) and after RETRY_FAILURES_MAX
-attempts answered with an error and dead-lettered; the monitor never dies of a job. While Redis
-is down, `run` backs off and tries again; jobs stay pending in the stream meanwhile.
+attempts answered with an error and dead-lettered; the monitor never dies of a job. A job whose
+request its kind's schema refuses is answered and dead-lettered at once. `_handle` is the one
+boundary of a job: whatever the job does, only Redis being unavailable leaves it (issue 30: a job
+that raised outside the plugin's call failed the round again and again). While Redis is down,
+`run` backs off and tries again; jobs stay pending in the stream meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -25,6 +29,7 @@ from redis_monitor.dumps import StatsDumper
 from redis_monitor.jobs import JobStream
 from redis_monitor.outbox import Outbox
 from utils.config.clients import ensure_topics, kafka_producer, redis_client
+from utils.config.errors import InvalidMessage, last_line
 from utils.config.plugins import load_plugins
 from utils.config.settings import Settings
 from utils.frontier import keys
@@ -32,6 +37,7 @@ from utils.jobs.stream import Job
 from utils.observability.metrics import mark_loop, record_dead_letter, record_job, set_dependency_up
 from utils.observability.stats import StatsCollector, StatsConfig, beat
 from utils.schemas import answers
+from utils.schemas.matching import NO_SCHEMA, checker, definition
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +45,9 @@ HEARTBEAT_EVERY = 5.0  # seconds between heartbeats (their TTL is HEARTBEAT_TIME
 MAX_BACKOFF = 10.0  # seconds between attempts while Redis is down
 SEND_WAIT = 10.0  # seconds a round waits for Kafka to confirm its answers (kept for later if not)
 RETRIABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+SCHEMAS = {"action": "action", "stats": "stats", "zookeeper": "zookeeper"}  # job kind -> its request schema
+STAMPS = ("ts",)  # fields the kafka monitor adds to a validated request (not in its schema)
+_ACTIONS = frozenset(definition("action")["properties"]["action"]["enum"])
 
 
 class RedisMonitor:
@@ -141,19 +150,25 @@ class RedisMonitor:
         return jobs + self.jobs.read(max_items - len(jobs))
 
     def _handle(self, job: Job) -> None:
-        plugin = next((p for p in self.job_plugins if p.accepts(job)), None)
-        if plugin is None:
-            self._give_up(job, "No plugin handles this request", f"kind {job.kind!r}: no enabled plugin accepts it")
-            return
+        """One job, answered or left for a retry; raises only when Redis is unavailable."""
+        plugin: Any = None
         try:
+            job = _validated(job)
+            plugin = next((p for p in self.job_plugins if p.accepts(job)), None)
+            if plugin is None:
+                self._give_up(job, "No plugin handles this request", f"kind {job.kind!r}: no enabled plugin accepts it")
+                return
             messages = plugin.handle(job)
+            for message in messages:
+                self.context.outbox.answer(message, job.entry_id)
         except RETRIABLE:
             raise  # Redis is down: the round ends, the job stays pending and is tried again
+        except InvalidMessage as exc:  # retrying cannot make the request valid
+            self._give_up(job, exc.message, exc.cause or "")
+            return
         except Exception as exc:  # a job must never stop the monitor
             self._failed(job, plugin, exc)
             return
-        for message in messages:
-            self.context.outbox.answer(message, job.entry_id)
         self.context.count("total")
         self.context.count(type(plugin).__name__)
         record_job(_job_kind(job), "answered")
@@ -167,13 +182,23 @@ class RedisMonitor:
             log.error("Job failed; it will be retried", extra=fields, exc_info=exc)
             return
         log.error("Could not process action within failure limit", extra=fields, exc_info=exc)
-        self._give_up(job, "Could not process action within failure limit", f"{type(exc).__name__}: {exc}")
+        self._give_up(job, "Could not process action within failure limit", last_line(exc))
 
     def _give_up(self, job: Job, message: str, cause: str) -> None:
-        """Answer with an error and dead-letter the job; it is acknowledged once Kafka confirms."""
-        self.context.outbox.answer(answers.error_answer(job.request, message, cause), job.entry_id)
-        letter = answers.dead_letter(job.request, f"{message}: {cause}", "redis-monitor",
-                                     kind=job.kind, entry_id=job.entry_id, attempts=job.deliveries)  # fmt: skip
+        """Answer with an error and dead-letter the job; it is acknowledged once Kafka confirms.
+
+        Never raises but for Redis being unavailable: the last resort is an answer and a dead letter
+        without the request, and a logged error."""
+        try:
+            answer = answers.error_answer(job.request, message, cause)
+            letter = answers.dead_letter(job.request, f"{message}: {cause}", "redis-monitor",
+                                         kind=job.kind, entry_id=job.entry_id, attempts=job.deliveries)  # fmt: skip
+        except Exception:
+            log.exception("Job's error answer could not be built in full", extra={"entry_id": job.entry_id})
+            answer = answers.error_answer(None, message, cause)
+            letter = answers.dead_letter(None, f"{message}: {cause}", "redis-monitor", entry_id=job.entry_id)
+        answer.update({k: v for k, v in (("uuid", job.uuid), ("appid", job.appid)) if isinstance(v, str)})
+        self.context.outbox.answer(answer, job.entry_id)
         self.context.outbox.dead_letter(letter, job.entry_id)
         record_dead_letter("job_failed")
 
@@ -181,6 +206,8 @@ class RedisMonitor:
         """Stream entries that are not jobs at all: dead-lettered and dropped."""
         bad, self.jobs.bad = self.jobs.bad, []
         for entry_id, fields in bad:
+            if isinstance(fields.get("uuid"), str):  # answered where its requester can be named
+                self.context.outbox.answer(answers.error_answer(fields, "unreadable job entry"), entry_id)
             letter = answers.dead_letter(fields, "unreadable job entry", "redis-monitor", entry_id=entry_id)
             self.context.outbox.dead_letter(letter, entry_id)
         if bad:
@@ -219,5 +246,19 @@ class RedisMonitor:
 
 
 def _job_kind(job: Job) -> str:
-    """The jobs metric's kind: an action's name (info, stop, ...), else the job's kind (stats, ...)."""
-    return str(job.request.get("action") or job.kind) if job.kind == "action" else job.kind
+    """The jobs metric's kind: an action's name (info, stop, ...), else the job's kind (stats, ...);
+    a label is never free text from a request."""
+    action = job.request.get("action") if isinstance(job.request, dict) else None
+    return str(action) if job.kind == "action" and action in _ACTIONS else str(job.kind)[:40]
+
+
+def _validated(job: Job) -> Job:
+    """The job with its request checked against its kind's schema (defaults filled); InvalidMessage
+    when refused. A kind without a schema here (a custom plugin's) is left to its plugin."""
+    schema = SCHEMAS.get(job.kind)
+    if schema is None:
+        return job
+    if not isinstance(job.request, dict):
+        raise InvalidMessage(NO_SCHEMA, cause="a request is a JSON object")
+    request = {k: v for k, v in job.request.items() if k not in STAMPS}
+    return replace(job, request={**checker(schema)(request), **{k: job.request[k] for k in STAMPS if k in job.request}})

@@ -185,7 +185,8 @@ def test_an_expired_crawl_is_purged_and_announced_once(cluster, frontier, topic_
 def test_a_failing_job_is_tried_three_times_then_answered_with_an_error(cluster, topic_reader) -> None:
     r = redis_client(cluster.settings, decode=True)
     outbound, dead = topic_reader("outbound_firehose"), topic_reader("dead_letter")
-    broken = {"action": "info", "appid": "testapp", "uuid": new_uuid(), "crawlid": "x"}  # no spiderid: fails
+    broken = {"action": "info", "appid": "testapp", "uuid": new_uuid(), "crawlid": "x", "spiderid": "link"}
+    r.rpush(keys.timeout("link", "testapp", "x"), "not a string")  # its GET fails: WRONGTYPE, every attempt
     add_jobs(r, "action", [broken])
     with running_monitor(cluster, **FAST) as monitor:
         answer = drive(monitor, answered(outbound, [broken["uuid"]]))[broken["uuid"]]
@@ -193,7 +194,7 @@ def test_a_failing_job_is_tried_three_times_then_answered_with_an_error(cluster,
         drive(monitor, lambda: r.xlen(keys.JOBS) == 0)
     assert answer["action"] == "error"
     assert answer["error"]["message"] == "Could not process action within failure limit"
-    assert "KeyError" in answer["error"]["cause"]
+    assert "WRONGTYPE" in answer["error"]["cause"]
     assert answer["data"] == broken
     assert (letter["attempts"], letter["source"]) == (3, "redis-monitor")
     assert r.xpending(keys.JOBS, keys.JOBS_GROUP)["pending"] == 0

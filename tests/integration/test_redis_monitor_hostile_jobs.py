@@ -8,7 +8,6 @@ whatever wrote it), and read by an in-process monitor answering on the real brok
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -70,7 +69,7 @@ def test_hostile_jobs_are_answered_and_dead_lettered_and_the_jobs_behind_them_an
     outbound, dead = topic_reader("outbound_firehose"), topic_reader("dead_letter")
     before, after = good_jobs(), good_jobs()
     hostile = hostile_jobs()
-    for kind, request in hostile:
+    for _, request in hostile:
         request["uuid"] = new_uuid()
     for kind, request in before:
         add_jobs(client, kind, [request])

@@ -46,3 +46,21 @@ def test_every_decision_record_is_listed_on_the_index() -> None:
     records = sorted(p.name for p in (DOCS / "decisions").glob("*.md") if p.name != "index.md")
     assert records, "decision records live in docs/decisions/<slug>.md"
     assert [name for name in records if f"]({name})" not in index] == []
+
+
+def paragraphs(text: str) -> list[str]:
+    """Prose paragraphs of a page (code blocks and tables left out), whitespace normalized."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    blocks = (" ".join(block.split()) for block in re.split(r"\n\s*\n", text))
+    return [block for block in blocks if len(block) >= 160 and not block.startswith(("|", "<!--"))]
+
+
+def test_no_paragraph_is_written_twice() -> None:
+    seen: dict[str, str] = {}
+    twice = []
+    for page in pages():
+        for paragraph in paragraphs(page.read_text()):
+            if paragraph in seen:
+                twice.append(f"{page.relative_to(REPO)} repeats {seen[paragraph]}: {paragraph[:80]}...")
+            seen.setdefault(paragraph, str(page.relative_to(REPO)))
+    assert twice == []

@@ -52,15 +52,20 @@ class Dispatcher:
             batch.total += 1
             mark = batch.mark()
             raw: Any = getattr(record, "value", None)
+            parsed: Any = None
             try:
-                raw = wire.loads(raw)
+                parsed = wire.parse(raw)
+                reason = wire.refusal(parsed)
+                if reason is not None:
+                    raise InvalidMessage(NOT_JSON, cause=reason)
+                raw = parsed
                 self._dispatch(record, raw, batch)
             except InvalidMessage as exc:
                 batch.rollback(mark)
-                self._reject(batch, raw, _origin(record), exc.message, exc.cause)
+                self._reject(batch, raw, _origin(record), exc.message, exc.cause, named=parsed)
             except Exception as exc:  # any plugin's bug, any input: this message alone fails
                 batch.rollback(mark)
-                self._reject(batch, raw, _origin(record), HANDLER_FAILED, last_line(exc), failure=True)
+                self._reject(batch, raw, _origin(record), HANDLER_FAILED, last_line(exc), failure=True, named=parsed)
         return batch
 
     def refuse(self, record: ConsumerRecord, batch: Batch, message: str, cause: str) -> None:
@@ -81,13 +86,23 @@ class Dispatcher:
         batch.count(self._names[id(plugin)])
 
     def _reject(
-        self, batch: Batch, raw: Any, origin: Origin, message: str, cause: str | None, failure: bool = False
+        self,
+        batch: Batch,
+        raw: Any,
+        origin: Origin,
+        message: str,
+        cause: str | None,
+        failure: bool = False,
+        named: Any = None,
     ) -> None:
-        """Answer, dead-letter and log one message; never raises (the last resort leaves its data out)."""
+        """Answer, dead-letter and log one message; never raises (the last resort leaves its data out).
+
+        `named`: the message as parsed, when its values were refused: its uuid and appid still name
+        the requester in the answer."""
         batch.failed += 1
         outcome = "failed" if failure else "invalid"
         try:
-            answer = answers.error_answer(raw, message, cause)
+            answer = {**answers.error_answer(raw, message, cause), **wire.names(named)}
             letter = answers.dead_letter(
                 raw, f"{message}: {cause}" if cause else message, self.source,
                 topic=origin.topic, partition=origin.partition, offset=origin.offset,

@@ -24,16 +24,30 @@ PATH_SHOWN = 8  # segments of the offending value's path named in a refusal
 
 def loads(data: bytes | str | None) -> Any:
     """The parsed message; InvalidMessage(NOT_JSON, cause) when it is not JSON or holds what `refusal` refuses."""
-    if data is None:
-        raise InvalidMessage(NOT_JSON, cause="empty message")
-    try:
-        value = ujson.loads(data)
-    except (ValueError, OverflowError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
-        raise InvalidMessage(NOT_JSON, cause=str(exc)[:200]) from None
+    value = parse(data)
     reason = refusal(value)
     if reason is not None:
         raise InvalidMessage(NOT_JSON, cause=reason)
     return value
+
+
+def parse(data: bytes | str | None) -> Any:
+    """JSON as ujson reads it, values unchecked (see `loads`); InvalidMessage(NOT_JSON) when it is not JSON."""
+    if data is None:
+        raise InvalidMessage(NOT_JSON, cause="empty message")
+    try:
+        return ujson.loads(data)
+    except (ValueError, OverflowError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
+        raise InvalidMessage(NOT_JSON, cause=str(exc)[:200]) from None
+
+
+def names(value: Any) -> dict[str, str]:
+    """The `uuid` and `appid` of a parsed message when they are plain strings (what an answer may echo
+    even when the rest of the message is refused)."""
+    if not isinstance(value, dict):
+        return {}
+    found = {key: value.get(key) for key in ("uuid", "appid")}
+    return {k: v for k, v in found.items() if isinstance(v, str) and len(v) <= 100 and refusal(v) is None}
 
 
 def refusal(value: Any) -> str | None:

@@ -139,10 +139,36 @@ def redis_keys_table() -> str:
     return "\n".join(rows)
 
 
+# --- Lua scripts, from their opening contracts --------------------------------------------------
+LUA_PACKAGES = ("utils.frontier", "utils.jobs", "utils.proxies")
+
+
+def _purpose(source: str) -> str:
+    """The opening comment's first paragraph, without the `name.lua:` it starts with."""
+    lines = []
+    for line in source.splitlines():
+        if not line.startswith("--") or line.strip() == "--":
+            break
+        lines.append(line[2:].strip())
+    return " ".join(lines).split(": ", 1)[-1]
+
+
+def lua_scripts_table() -> str:
+    rows = ["| Script | What it does (its opening contract's first lines) |", "|---|---|"]
+    for package in LUA_PACKAGES:
+        root = resources.files(package).joinpath("lua")
+        for script in sorted(Path(str(root)).rglob("*.lua")):
+            name = script.relative_to(Path(str(root)).parents[0]).as_posix()
+            purpose = _cell(_purpose(script.read_text())).replace("<", "&lt;")  # `<spiderid>` is not a tag
+            rows.append(f"| `{package.replace('.', '/')}/{name}` | {purpose} |")
+    return "\n".join(rows)
+
+
 # --- The pages -----------------------------------------------------------------------------------
 def blocks() -> dict[str, str]:
-    """Every generated block by name: `settings`, `metrics`, `redis-keys`, `request-<kind>`."""
-    found = {"settings": settings_doc.table(), "metrics": metrics_table(), "redis-keys": redis_keys_table()}
+    """Every generated block by name: `settings`, `metrics`, `redis-keys`, `lua-scripts`, `request-<kind>`."""
+    found = {"settings": settings_doc.table(), "metrics": metrics_table(), "redis-keys": redis_keys_table(),
+             "lua-scripts": lua_scripts_table()}  # fmt: skip
     found.update({f"request-{kind}": request_fields(kind) for kind in SCHEMAS})
     return found
 

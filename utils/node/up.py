@@ -23,7 +23,7 @@ from utils.node.control import (
     start_supervisord,
     stop_node,
 )
-from utils.node.layout import NODE_SERVICES, NodeLayout, resolve_layout
+from utils.node.layout import NODE_SERVICES, NodeLayout, repo_root, resolve_layout
 from utils.node.status import format_addresses, format_table, process_rows
 from utils.services.argv import HOST
 from utils.services.local import PROBES
@@ -56,8 +56,17 @@ def prepare(settings: Settings, args: argparse.Namespace, layout: NodeLayout) ->
     renderers = getattr(args, "renderers", 0)
     spider = getattr(args, "spider", "link")
     write_config(layout, render_config(layout, args.crawlers, environment, renderers=renderers, spider=spider))
-    state = {**layout.to_json(), "crawlers": args.crawlers, "renderers": renderers}
+    state = {**layout.to_json(), "crawlers": args.crawlers, "renderers": renderers, "repo": str(repo_root())}
     layout.state_path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+
+
+def _started_elsewhere(layout: NodeLayout) -> str | None:
+    """The checkout the running node was started from when it is not this one (the checkout moved)."""
+    try:
+        recorded = json.loads(layout.state_path.read_text(encoding="utf-8")).get("repo")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(recorded) if recorded and recorded != str(repo_root()) else None
 
 
 def _service_states(layout: NodeLayout) -> dict[str, str]:
@@ -130,10 +139,14 @@ def up_command(settings: Settings, args: argparse.Namespace) -> int:
     try:
         layout = resolve_layout(settings, args.node, args.services)
         pid = running_pid(layout)
-        if pid is not None:
+        if pid is not None and _started_elsewhere(layout) is None:
             print(f"node {layout.node} is already running (supervisord pid {pid}); "
                   f"see `shoal status --node {layout.node}`")  # fmt: skip
             return 0
+        if pid is not None:  # its programs name paths that no longer exist: a restart would fail
+            print(f"node {layout.node} runs from {_started_elsewhere(layout)}, where this checkout was "
+                  f"before it moved: restarting it from {repo_root()}", flush=True)  # fmt: skip
+            stop_node(layout, pid)
         prepare(settings, args, layout)
     except ConfigError as exc:
         print(f"shoal up: {exc}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -16,6 +17,15 @@ from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT, ShoalMessage
 from crawler.page import failure_message, page_message
 from crawler.retry import RetryPolicy
 from utils.frontier import dead_letters
+
+
+@dataclass(frozen=True)
+class LinkBounds:
+    """How much of one page its links cost: distinct links kept, bytes parsed, seconds spent parsing (0 = none)."""
+
+    links: int = 0
+    parse_bytes: int = 0
+    parse_seconds: float = 0.0
 
 
 class RedisSpider(Spider):
@@ -48,6 +58,13 @@ class RedisSpider(Spider):
     def links_max(self) -> int:
         """LINKS_PER_PAGE_MAX: most links one page adds to the frontier."""
         return int(self.settings["SHOAL"].get_int("LINKS_PER_PAGE_MAX"))
+
+    @cached_property
+    def link_bounds(self) -> LinkBounds:
+        """LINKS_PER_PAGE_MAX, LINKS_PARSE_BYTES_MAX and LINKS_PARSE_SECONDS_MAX, read once."""
+        settings = self.settings["SHOAL"]
+        return LinkBounds(self.links_max, settings.get_int("LINKS_PARSE_BYTES_MAX"),
+                          settings.get_float("LINKS_PARSE_SECONDS_MAX"))  # fmt: skip
 
     def page(self, response: Response) -> ShoalMessage:
         item = page_message(response, self.base64_bodies)

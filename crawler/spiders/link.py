@@ -6,7 +6,6 @@ import logging
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -17,7 +16,7 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.response import get_base_url
 from w3lib.url import canonicalize_url
 
-from crawler.spiders.base import RedisSpider
+from crawler.spiders.base import LinkBounds, RedisSpider
 from utils.config.safe_regex import InvalidRegex, PatternSet, pattern_set
 from utils.observability.metrics import record_dropped
 
@@ -26,15 +25,6 @@ log = logging.getLogger(__name__)
 _ANCHOR = re.compile(rb"<(?:a|area)[\s>]", re.IGNORECASE)  # what LinkExtractor reads links from
 _EXTRACTORS: dict[tuple[Any, ...], LinkExtractor] = {}  # one compiled extractor per crawl's filters
 CHUNK = 256 * 1024  # bytes; a page is parsed in pieces this size (cut before an anchor), the clock read between
-
-
-@dataclass(frozen=True)
-class LinkBounds:
-    """How much of one page its links cost: distinct links kept, bytes parsed, seconds spent parsing (0 = none)."""
-
-    links: int = 0
-    parse_bytes: int = 0
-    parse_seconds: float = 0.0
 
 
 def link_extractor(meta: dict[str, Any]) -> LinkExtractor:
@@ -182,13 +172,6 @@ class _Collector:
 
 class LinkSpider(RedisSpider):
     name = "link"
-
-    @cached_property
-    def link_bounds(self) -> LinkBounds:
-        """LINKS_PER_PAGE_MAX, LINKS_PARSE_BYTES_MAX and LINKS_PARSE_SECONDS_MAX, read once."""
-        settings = self.settings["SHOAL"]
-        return LinkBounds(self.links_max, settings.get_int("LINKS_PARSE_BYTES_MAX"),
-                          settings.get_float("LINKS_PARSE_SECONDS_MAX"))  # fmt: skip
 
     def parse(self, response: Response, **_: Any) -> Iterator[Any]:
         item = self.page(response)

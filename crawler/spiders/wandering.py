@@ -24,7 +24,7 @@ class WanderingSpider(RedisSpider):
         item = self.page(response)
         step = int(response.meta.get("step", 0))
         item["attrs"] = {**(item.get("attrs") or {}), "step": step}
-        links = page_links(response, self.links_max)
+        links = page_links(response, self.link_bounds)
         if links:
             link = random.choice(links)
             item["links"].append({"url": link.url, "text": link.text.strip()})

@@ -22,6 +22,7 @@ from rest.limits import check_depth
 from utils import schemas
 from utils.config.address_policy import AddressPolicy
 from utils.config.errors import InvalidMessage
+from utils.schemas import wire
 from utils.schemas.matching import Matcher
 
 REQUEST_KINDS = ("crawl", "action", "stats", "zookeeper")  # the kafka monitor's plugin ranks
@@ -37,7 +38,8 @@ def require_json(request: Request) -> None:
 
 def parse_json(raw: bytes, max_depth: int = 0) -> Any:
     """The decoded body; 400 MUST_JSON when it is not JSON (or is `null`, as Flask's get_json), 400
-    when it nests deeper than `max_depth` levels (0 = unchecked)."""
+    when it nests deeper than `max_depth` levels (0 = unchecked), 400 MUST_JSON with the reason when a
+    value cannot travel (utils/schemas/wire.py: `1e400`, NaN, lone surrogates, 64-bit overflow)."""
     try:
         value = ujson.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -46,6 +48,9 @@ def parse_json(raw: bytes, max_depth: int = 0) -> Any:
         raise ApiError(400, MUST_JSON)
     if max_depth:
         check_depth(value, max_depth)
+    reason = wire.refusal(value)  # what the kafka monitor would refuse: non-finite numbers, surrogates, ...
+    if reason is not None:
+        raise ApiError(400, MUST_JSON, reason)
     return value
 
 

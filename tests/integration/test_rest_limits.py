@@ -63,6 +63,24 @@ def test_json_nested_deeper_than_the_limit_is_answered_400(path: str, http: http
 
 
 @pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"url": "http://127.22.0.9/", "appid": "limits", "crawlid": "l2", "attrs": {"x": 1e400}}', "attrs.x"),
+        (b'{"url": "http://127.22.0.9/", "appid": "limits", "crawlid": "l2", "attrs": {"x": NaN}}', ""),
+        (b'{"url": "http://127.22.0.9/", "appid": "limits", "crawlid": "l2", "attrs": {"x": "\\ud800"}}', "surrogate"),
+        (b'{"url": "http://127.22.0.9/", "appid": "limits", "crawlid": "l2", "attrs": {"n": 99999999999999999999}}',
+         "64 bits"),
+    ],
+)  # fmt: skip
+def test_values_the_kafka_monitor_would_refuse_are_answered_400_by_the_gateway(
+    http: httpx.Client, body: bytes, reason: str
+) -> None:
+    response = http.post("/feed", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert reason in response.text
+
+
+@pytest.mark.parametrize(
     ("url", "reason"),
     [("http://169.254.169.254/latest/meta-data/", "address"), ("http://[fd00:ec2::254]/", "address")],
 )  # fmt: skip

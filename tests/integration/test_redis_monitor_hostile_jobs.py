@@ -48,17 +48,18 @@ def hostile_jobs() -> list[tuple[str, dict[str, Any]]]:
 
 
 # Raw entries: request JSON no validated message could hold.
-RAW_REQUESTS = {
+RAW_REQUESTS: dict[str, str | bytes] = {
     "deep": "[" * 500 + "]" * 500,
     "deep-attrs": '{"action": "info", "spiderid": "link", "x": ' + "[" * 500 + "]" * 500 + "}",
     "not-object": '["info"]',
     "not-json": "{nope",
     "infinite": '{"action": "info", "spiderid": "link", "appid": "testapp", "n": 1e400}',
     "surrogate": '{"action": "info", "spiderid": "\\ud800"}',
+    "invalid-utf8": b'\xff\xfe{"action": "info", "spiderid": "link"}',  # read as U+FFFD, not a failed XREAD
 }
 
 
-def add_raw(client: Any, kind: str, uuid: str, request: str) -> None:
+def add_raw(client: Any, kind: str, uuid: str, request: str | bytes) -> None:
     client.xadd(keys.JOBS, {"kind": kind, "uuid": uuid, "appid": "testapp", "request": request, "origin": uuid})
 
 

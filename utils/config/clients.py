@@ -42,6 +42,7 @@ def redis_client(settings: Settings, ping: bool = False, decode: bool = False) -
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
         "decode_responses": decode,
+        "encoding_errors": "replace",  # a decoding client reads bytes no one checked (a stream's values) as U+FFFD
         **redis_tls(settings),
     }
     client: RedisClient

@@ -159,9 +159,11 @@ def _serve_metrics(settings: Settings, command: str) -> None:
     start_metrics_server(settings, component)
     if component == "redis-monitor":
         from utils.config.clients import redis_client
+        from utils.frontier.capacity import register_capacity_collector
         from utils.proxies.metrics import register_proxy_collector
 
         register_frontier_collector(settings)
+        register_capacity_collector(settings, redis_client(settings))  # the autoscaling signal (issue 32)
         register_proxy_collector(settings, redis_client(settings))
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from utils.config.address_policy import proxy_list_urls
 from utils.config.settings import Settings
 from utils.frontier.scripts import source
 from utils.proxies import keys as proxy_keys
@@ -41,13 +41,7 @@ def redact(url: str) -> str:
 
 def parse_proxy_list(value: str) -> list[Proxy]:
     """PROXY_LIST: comma-separated URLs, or `@path` to a file with one per line ('#' comments)."""
-    value = value.strip()
-    if value.startswith("@"):
-        lines = Path(value[1:]).read_text().splitlines()
-        items = [line.split("#", 1)[0] for line in lines]
-    else:
-        items = value.split(",")
-    proxies = [Proxy.parse(item.strip()) for item in items if item.strip()]
+    proxies = [Proxy.parse(item) for item in proxy_list_urls(value)]
     return list({proxy.label: proxy for proxy in proxies}.values())  # one entry per label
 
 

@@ -12,7 +12,7 @@ from scrapy.downloadermiddlewares import cookies as scrapy_cookies
 from scrapy.downloadermiddlewares.cookies import CookiesMiddleware
 from scrapy.http import Headers, Response
 
-from crawler.meta import HEADERS_CUT, LEASE
+from crawler.meta import FETCHED_AT, HEADERS_CUT, LEASE, RAW_HEADERS
 from crawler.retry import RetryableStatus
 from crawler.signals import lease_fetched
 
@@ -47,9 +47,11 @@ class FetchTimeMiddleware:
         return cls(crawler)
 
     def process_request(self, request: Request) -> None:
+        now = time.time()
+        request.meta[FETCHED_AT] = now  # the page message's fetch_time (WARC-Date of its records)
         lease = request.meta.get(LEASE)
         if lease is not None:
-            lease_fetched(self.crawler, lease, time.time())
+            lease_fetched(self.crawler, lease, now)
 
 
 # Scrapy's cookie middleware splits domains with a TLDExtract that fetches the public suffix list from
@@ -94,6 +96,9 @@ class ResponseHeaderBoundMiddleware:
 
     def process_response(self, request: Request, response: Response) -> Response:
         kept, dropped = bound_headers(response.headers, self.count, self.size)
+        # The lines as received, before HttpCompressionMiddleware drops Content-Encoding (issue 35: WARC).
+        request.meta[RAW_HEADERS] = [[name.decode("latin-1"), value.decode("latin-1")]
+                                     for name, values in kept.items() for value in values]  # fmt: skip
         if not dropped:
             return response
         request.meta[HEADERS_CUT] = True

@@ -12,6 +12,8 @@ SILENT = "shoal_silent"  # an item that settles a lease without sending a page (
 OUTCOME = "shoal_outcome"  # the progress counter the lease is settled under
 DETAILS = "shoal_details"  # what settling needs besides: the retry record, the dead-letter record
 HEADERS_CUT = "shoal_headers_cut"  # response meta: the response's headers passed the bounds and were cut
+RAW_HEADERS = "shoal_raw_headers"  # response meta: [name, value] lines as they came off the network (for WARC)
+FETCHED_AT = "shoal_fetched_at"  # request meta: epoch seconds the request went to the network
 
 
 class ShoalMessage(dict[str, Any]):
@@ -42,6 +44,7 @@ INHERITED = (
     "dupefilter",
     "priority",
     "curdepth",
+    "revisit",  # issue 31: every page of a revisited crawl is revisited
 )
 OWN = ("step",)  # stored when the request itself sets them (the wandering spider's step)
 

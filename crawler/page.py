@@ -12,7 +12,7 @@ from typing import Any
 
 from scrapy.http import Headers, Request, Response, TextResponse
 
-from crawler.meta import HEADERS_CUT, LEASE, ShoalMessage
+from crawler.meta import FETCHED_AT, HEADERS_CUT, LEASE, RAW_HEADERS, ShoalMessage
 
 SECRET_REQUEST_HEADERS = frozenset({b"proxy-authorization"})  # a proxy's credentials, never on the firehose
 
@@ -50,8 +50,39 @@ def page_message(response: Response, base64_bodies: bool = False) -> ShoalMessag
     })  # fmt: skip
     if meta.get(HEADERS_CUT):
         message["response_headers_truncated"] = True
+    message.update(capture_fields(response))
     message.update(body_fields(response, base64_bodies))
     return message
+
+
+def capture_fields(response: Response) -> dict[str, Any]:
+    """What an archive (WARC, issue 35) needs beyond Scrapy Cluster's fields: the HTTP version, the
+    peer's IP address, when the request went to the network (None where no HTTP client fetched the
+    page: the render spider's browser), and the header lines in the order received (Content-Encoding
+    included, names as Scrapy spells them)."""
+    meta = response.meta
+    fetched = meta.get(FETCHED_AT)
+    fields: dict[str, Any] = {
+        "http_version": response.protocol,
+        "remote_address": str(response.ip_address) if response.ip_address is not None else None,
+        "fetch_time": iso_utc(fetched) if fetched is not None else None,
+    }
+    lines = meta.get(RAW_HEADERS)
+    # Sent only when they say more than response_headers read in order (a header decoding removed,
+    # repeats interleaved with others): the headers are bounded once, not carried twice (issue 30).
+    if lines is not None and lines != header_lines(response.headers):
+        fields["raw_response_headers"] = lines
+    return fields
+
+
+def header_lines(headers: Headers) -> list[list[str]]:
+    """`response_headers` as [name, value] lines, in order."""
+    return [[name, value] for name, values in header_dict(headers).items() for value in values]
+
+
+def iso_utc(epoch: float) -> str:
+    """Epoch seconds as `timestamp()` spells a time (UTC ISO-8601, no zone)."""
+    return datetime.fromtimestamp(epoch, UTC).replace(tzinfo=None).isoformat()
 
 
 def failure_message(request: Request, error: str, status: int | None = None) -> ShoalMessage:

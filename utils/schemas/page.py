@@ -1,0 +1,54 @@
+"""The crawled-page message on `<prefix>.crawled_firehose`, as its readers (the sink, the warc
+component, clients) may rely on it: Scrapy Cluster's fields, then Shoal's (docs/reference/answers.md).
+
+A message is JSON with sorted keys; any field may be missing from an older or a failure message,
+so readers use `.get`. The crawler builds it (crawler/page.py); a test checks that every key it
+builds is named here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class Link(TypedDict):
+    url: str
+    text: str
+
+
+class PageMessage(TypedDict, total=False):
+    # Scrapy Cluster 1.3
+    url: str  # the URL requested (the first of a redirect chain)
+    response_url: str  # the URL that answered
+    status_code: int | None
+    status_msg: str
+    response_headers: dict[str, list[str]]  # names as Scrapy spells them, after content decoding
+    request_headers: dict[str, list[str]]  # as sent, never Proxy-Authorization
+    body: str | None  # text, or base64 with body_encoding
+    encoding: str | None
+    links: list[Link]
+    appid: str
+    crawlid: str
+    attrs: dict[str, Any] | None
+    timestamp: str  # UTC ISO-8601, no zone: when the message was sent
+    # Shoal
+    spiderid: str
+    request_id: str | None
+    attempt: int
+    curdepth: int
+    worker: str  # <host>:<pid> of the crawler process
+    success: bool
+    exception: str  # with success false
+    body_encoding: str  # "base64"
+    body_dropped: bool  # the body was over KAFKA_PRODUCER_MAX_REQUEST_SIZE and left out
+    body_bytes: int  # with body_dropped: the size of the body that was left out
+    response_headers_truncated: bool
+    # Issue 35: what an archive needs
+    # [name, value] lines in the order received, before decoding; absent when response_headers in order say it
+    raw_response_headers: list[list[str]]
+    http_version: str | None  # "HTTP/1.1"; None when no HTTP client fetched it (render spider)
+    remote_address: str | None  # the peer's IP address
+    fetch_time: str | None  # UTC ISO-8601, no zone: when the request went to the network
+
+
+PAGE_FIELDS = frozenset(PageMessage.__annotations__)

@@ -108,6 +108,8 @@ class DistributedScheduler:
         self.spider = spider
         self.book.spiderid = spider.name
         self.throttle.start(spider.name)
+        # a crawl's per-domain `revisit` (crawler/revisit.py) reads the config this scheduler watches
+        setattr(spider, "domain_config", lambda: self.throttle.config)  # noqa: B010
         flush_every = min(self.idle_poll, self.settings.get_float("SCHEDULER_FLUSH_INTERVAL"))
         self._every(flush_every, self._tick)
         self._every(self.frontier.lease_timeout / 3, self._extend)

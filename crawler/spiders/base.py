@@ -16,7 +16,9 @@ from twisted.python.failure import Failure
 from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT, ShoalMessage
 from crawler.page import failure_message, page_message
 from crawler.retry import RetryPolicy
+from crawler.revisit import revisit_fields
 from utils.frontier import dead_letters
+from utils.frontier.revisit_policy import RevisitPolicy
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,16 @@ class RedisSpider(Spider):
     def page(self, response: Response) -> ShoalMessage:
         item = page_message(response, self.base64_bodies)
         item[LEASE] = response.meta.get(LEASE)
+        item.update(revisit_fields(response, item["url"], self.revisit_base, getattr(self, "revisit_policy", None),
+                                   getattr(self, "domain_config", None)))  # fmt: skip
+        if item.get("not_modified"):
+            item.pop("body_encoding", None)
         return item
+
+    @cached_property
+    def revisit_base(self) -> RevisitPolicy:
+        """The REVISIT_* settings, read once (issue 31)."""
+        return RevisitPolicy.from_settings(self.settings["SHOAL"])
 
     def errback(self, failure: Failure) -> Iterator[ShoalMessage]:
         """A failed try: retried through Redis, dead-lettered with a `success: false` page, or dropped."""

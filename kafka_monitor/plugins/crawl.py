@@ -6,6 +6,7 @@ import time
 from typing import Any, TypedDict
 
 from kafka_monitor.batch import Batch, Command, Origin
+from kafka_monitor.sink_check import SinkCheck
 from kafka_monitor.urls import domain_and_fingerprint
 from utils.config.address_policy import AddressPolicy, fetched_url
 from utils.config.errors import InvalidMessage
@@ -13,6 +14,7 @@ from utils.config.safe_regex import InvalidRegex, check_regexes
 from utils.config.settings import Settings
 from utils.frontier import NewRequest, crawl_request, keys
 from utils.frontier.fingerprint import PLAIN_URL
+from utils.frontier.revisit_policy import check_pages_regex
 from utils.schemas.answers import server_time
 
 SCHEMES = ("http://", "https://")  # the only URLs a crawl may fetch (the schema says so too)
@@ -43,6 +45,8 @@ class CrawlRequest(TypedDict, total=False):
     proxy: str | None
     dont_filter: bool
     dupefilter: str
+    revisit: dict[str, Any] | None
+    refetch: bool
 
 
 class CrawlHandler:
@@ -57,13 +61,17 @@ class CrawlHandler:
     stat_name = "ScraperHandler"
     event = "Added crawl to Redis"
 
-    def __init__(self, state_timeout: int = 86400, policy: AddressPolicy | None = None) -> None:
+    def __init__(
+        self, state_timeout: int = 86400, policy: AddressPolicy | None = None, sink_alive: SinkCheck | None = None
+    ) -> None:
         self.state_timeout = state_timeout  # the timeout key outlives its expiry by this much
         self.policy = policy  # None = every URL may be queued (tests of other concerns)
+        self.sink_alive = sink_alive  # None = `revisit` always accepted (tests of other concerns)
 
     @classmethod
     def from_settings(cls, settings: Settings, **_: Any) -> CrawlHandler:
-        return cls(settings.get_int("CRAWL_STATE_TIMEOUT"), AddressPolicy.from_settings(settings))
+        return cls(settings.get_int("CRAWL_STATE_TIMEOUT"), AddressPolicy.from_settings(settings),
+                   SinkCheck.from_settings(settings))  # fmt: skip
 
     def handle(self, message: dict[str, Any], origin: Origin, batch: Batch) -> None:
         url = message["url"]
@@ -89,6 +97,7 @@ class CrawlHandler:
             raise InvalidMessage("invalid crawl request", cause=f"url: {exc}") from None
         if not domain:
             raise InvalidMessage("invalid crawl request", cause=f"url: no host in {url!r}")
+        self._check_revisit(message)
         message["ts"] = batch.ts
         record = crawl_request.to_record(message)
         batch.requests.append(self._new_request(message, record, domain, fp, origin))
@@ -108,6 +117,18 @@ class CrawlHandler:
         refusal = self.policy.proxy_refusal(proxy) if isinstance(proxy, str) and proxy else None
         if refusal:
             raise InvalidMessage("refused crawl request", cause=f"proxy: refused by the address policy ({refusal})")
+
+    def _check_revisit(self, message: dict[str, Any]) -> None:
+        """A `revisit` needs its regex to compile and a sink to keep the state (issue 31)."""
+        if message.get("revisit") is None:
+            return
+        try:
+            check_pages_regex(message["revisit"])
+        except ValueError as exc:
+            raise InvalidMessage("invalid crawl request", cause=str(exc)) from None
+        if self.sink_alive is not None and not self.sink_alive():
+            cause = "revisit: no sink is running (revisits need PostgreSQL and `shoal sink`; see keep-data-fresh)"
+            raise InvalidMessage("refused crawl request", cause=cause)
 
     def _timeout_command(self, record: dict[str, Any], expires: int) -> Command:
         """Scrapy Cluster's `timeout:<spiderid>:<appid>:<crawlid>`, kept until well after it fires, and
@@ -134,8 +155,8 @@ class CrawlHandler:
             appid=record["appid"],
             crawlid=record["crawlid"],
             payload=crawl_request.encode(record),
-            fingerprint=fp,
-            max_pages=message["domain_max_pages"] or 0,
+            fingerprint=None if message.get("refetch") else fp,  # a revisit is not a duplicate
+            max_pages=0 if message.get("refetch") else message["domain_max_pages"] or 0,
             seed=True,
             offset_key=keys.ingest_marks(origin.topic, origin.partition),
             offset=origin.offset,

@@ -269,3 +269,17 @@ SINK_BATCH = 2000  # messages; most messages one transaction writes (COPY + one 
 SINK_BATCH_LINGER = 0.1  # seconds; most time a sink keeps polling to fill a batch before writing it
 SINK_RETRY_MAX_BACKOFF = 10.0  # seconds; longest wait between two tries of a batch while PostgreSQL is down
 SINK_TOPIC_REFRESH = 10.0  # seconds; how soon a sink notices a new topic to read (the items topic)
+
+# --- Revisits: keeping data fresh (`shoal revisit`, issue 31) ----------------------------------
+REVISIT_INTERVAL = 86400.0  # seconds; a page's first revisit interval when its crawl's `revisit` names none
+REVISIT_MIN = 3600.0  # seconds; shortest revisit interval (a page that changes at every visit ends here)
+REVISIT_MAX = 2592000.0  # seconds (30 days); longest revisit interval (a page that never changes ends here)
+REVISIT_INC = 1.5  # factor; an unchanged page's interval is multiplied by it (up to REVISIT_MAX)
+REVISIT_DEC = 0.5  # factor; a changed page's interval is multiplied by it (down to REVISIT_MIN)
+REVISIT_ERROR_INTERVAL = 3600.0  # seconds; next revisit after a 5xx or a failed fetch (interval kept)
+REVISIT_GONE_INTERVAL = 0.0  # seconds; next revisit after a 404/410; 0 = never again
+REVISIT_PRIORITY_DROP = 1  # priority steps a revisit runs below its crawl's priority (never below 1)
+REVISIT_POLL = 1.0  # seconds; a revisit process's wait between two claims when nothing was due
+REVISIT_BATCH = 500  # rows; most due revisits one claim takes (one transaction, FOR UPDATE SKIP LOCKED)
+REVISIT_LEASE = 3600.0  # seconds; a fed revisit whose page has not come back by then is fed again
+REVISIT_SINK_CHECK = 5.0  # seconds; how long the kafka monitor trusts its last look for a live sink

@@ -40,6 +40,12 @@ class DomainConfig:
     blacklist: frozenset[str] = frozenset()
     extra: dict[str, Any] = field(default_factory=dict)  # per-domain keys Shoal does not throttle on
 
+    def revisit(self, domain: str) -> dict[str, Any] | None:
+        """The domain's `revisit` policy values (issue 31: `domains: {shop.example: {revisit: {max: 3600}}}`)."""
+        entry = self.extra.get(host_domain(domain)) or {}
+        policy = entry.get("revisit")
+        return policy if isinstance(policy, dict) else None
+
     @classmethod
     def parse(cls, text: str | bytes | None) -> DomainConfig:
         """An empty or missing node is an empty config; malformed YAML raises ValueError."""

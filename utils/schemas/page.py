@@ -49,6 +49,10 @@ class PageMessage(TypedDict, total=False):
     http_version: str | None  # "HTTP/1.1"; None when no HTTP client fetched it (render spider)
     remote_address: str | None  # the peer's IP address
     fetch_time: str | None  # UTC ISO-8601, no zone: when the request went to the network
+    # Issue 31: keeping data fresh
+    not_modified: bool  # a 304 answering a revisit's validators: no body, the stored version stands
+    revisit: dict[str, Any]  # the page's revisit policy (crawler/revisit.py) and the request fields to send again
+    fingerprint: str  # a user's change fingerprint (e.g. price and stock): compared instead of the body
 
 
 PAGE_FIELDS = frozenset(PageMessage.__annotations__)

@@ -47,4 +47,5 @@ def test_readme_opens_with_the_two_commands_and_keeps_its_security_section() -> 
     assert text.index("make run") < text.index("## A tour")
     assert text.index("make test") < text.index("## A tour")
     assert len(re.findall(r"^## Security$", text, re.M)) == 1
-    assert len(text.splitlines()) < 90, "the README is a start page (and the Security table); details belong on the docs site"
+    start_page = "the README is a start page (and the Security table); details belong on the docs site"
+    assert len(text.splitlines()) < 90, start_page

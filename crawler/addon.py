@@ -150,7 +150,7 @@ def download_maxsize(shoal: Any) -> int:
 
 
 def _set_limits(put: Any, shoal: Any) -> None:
-    """Body size, warning size and URL length limits from Shoal's settings (README "Security")."""
+    """Body size, warning size and URL length limits from Shoal's settings (docs/reference/security.md)."""
     maxsize = download_maxsize(shoal)
     put("DOWNLOAD_MAXSIZE", maxsize)
     put("DOWNLOAD_WARNSIZE", shoal.get_int("DOWNLOAD_WARNSIZE") or maxsize // 2)

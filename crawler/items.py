@@ -26,7 +26,7 @@ Then = Callable[[str | None, bool], None]
 
 
 def item_message(item: Any, response: Response, key_field: str | None = None) -> dict[str, Any]:
-    """The message of one item (README "Writing your own spider"): the item under `item`, the crawl's
+    """The message of one item (docs/how-to/own-spider.md): the item under `item`, the crawl's
     identity beside it, so item fields never collide with Shoal's. `key_field` (the spider's
     `item_key`) names the item field that identifies the record, for the sink and other consumers."""
     meta = response.meta

@@ -1,4 +1,4 @@
-"""`ShoalSpider`: the base class of users' spiders (README "Writing your own spider").
+"""`ShoalSpider`: the base class of users' spiders (docs/how-to/own-spider.md).
 
 A subclass sets `name` and writes callbacks as in plain Scrapy: they yield `scrapy.Request`s
 (queued through the frontier: dupefilter, throttle, leases, `maxdepth` and the crawl's filters,

@@ -26,7 +26,7 @@ HOST = "127.22.0.30"
 USER = "shoal"
 ADMIN = "admin"
 SERVER_NAME = "redis.shoal.test"  # also in the server certificate: REDIS_SSL_SERVER_NAME's tests
-# Shoal's key space (docs/ARCHITECTURE.md): the spiders' frontier keys, stats, jobs, timeouts, REST
+# Shoal's key space (docs/reference/redis-keys.md): the spiders' frontier keys, stats, jobs, timeouts, REST
 # polls and the proxy pool. `link` and `wandering` are the spiders the project ships; on a Redis
 # Cluster the frontier's keys start with their shard's hash tag (`{0.13}...`).
 KEY_PATTERNS = ("link:*", "wandering:*", "stats:*", "shoal:*", "timeout:*", "rest:*", "proxy:*", "{*")

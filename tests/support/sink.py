@@ -40,7 +40,7 @@ def page(url: str, body: str, at: float, appid: str = "app", crawlid: str = "c1"
 
 
 def item(url: str, fields: dict[str, Any], at: float, appid: str = "app", **extra: Any) -> dict[str, Any]:
-    """An item message as README "Writing your own spider" defines it."""
+    """An item message as docs/how-to/own-spider.md defines it."""
     return {"appid": appid, "crawlid": "c1", "spiderid": "shop", "url": url, "request_id": "r1",
             "timestamp": stamp(at), "item_type": "Product", "item": fields, **extra}  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""`shoal new-spider NAME`: a user spider's skeleton that runs as written (README "Writing your own spider")."""
+"""`shoal new-spider NAME`: a user spider's skeleton that runs as written (docs/how-to/own-spider.md)."""
 
 from __future__ import annotations
 

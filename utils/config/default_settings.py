@@ -2,7 +2,7 @@
 
 Names follow Scrapy Cluster 1.3 where the concept is the same (reference §10). Each setting can be
 overridden by a settings file, by an environment variable `SHOAL_<NAME>`, or on the command line
-(`-s NAME=VALUE`), in that order. The README's settings table is generated from this module, so the
+(`-s NAME=VALUE`), in that order. The settings reference (docs/reference/settings.md) is generated from this module, so the
 comment after each setting is its documentation: unit first, then meaning.
 """
 
@@ -107,7 +107,7 @@ USER_AGENT = "Shoal/0.1 (+https://github.com/shoal-crawler/shoal)"  # default Us
 DNSCACHE_ENABLED = True  # bool; Scrapy's in-process DNS cache
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]  # HTTP statuses retried (Scrapy's list)
 
-# --- Hostile sites and untrusted clients (README "Security") -----------------------------------
+# --- Hostile sites and untrusted clients (docs/reference/security.md) -----------------------------------
 DOWNLOAD_MAXSIZE = 0  # bytes; largest body (after decompression) a crawler keeps; 0 = what a page message carries
 DOWNLOAD_WARNSIZE = 0  # bytes; a body larger than this is logged; 0 = half of DOWNLOAD_MAXSIZE
 ROBOTSTXT_MAXSIZE = 512 * 1024  # bytes; largest robots.txt read (Google reads 500 KiB)

@@ -1,6 +1,6 @@
-"""The README's settings table, generated from utils/config/default_settings.py (`python -m utils.config.settings_doc`).
+"""The settings reference table (docs/reference/settings.md), generated from utils/config/default_settings.py (`python -m utils.config.settings_doc`).
 
-A test compares the README with this output, so the documented settings never drift from the code.
+A test (tests/docs) compares the docs page with this output, so the documented settings never drift from the code.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A product catalogue for the demo site: listing pages with pagination, then product pages.
 
-What user spiders are written for (README "Writing your own spider"): `/shop/` and
+What user spiders are written for (docs/how-to/own-spider.md): `/shop/` and
 `/shop/page/<n>.html` list product cards (some products on two listing pages), each product page
 gives name, price, currency, SKU and availability. Some products miss a field (a spider's pipeline
 should drop them), and a few write their price the European way (`1.234,50`), which a naive

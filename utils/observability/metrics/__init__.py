@@ -8,8 +8,8 @@ and then the `record_*` / `set_*` helpers where the events happen (all label-bou
 The redis monitor also calls
 `utils.frontier.metrics.register_frontier_collector(settings)` so that queue depth, in-flight
 and the top-N domain backlogs are read from Redis at scrape time. `python -m utils.observability.metrics.health`
-is the Docker health check. Metric names and the dashboard (docker/grafana) are listed in
-docker/README.md.
+is the Docker health check. Metric names are listed in docs/reference/metrics.md (generated); the
+dashboard is docker/grafana.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Names follow Scrapy Cluster 1.3 where the concept is the same (reference §10). Each setting can be
 overridden by a settings file, by an environment variable `SHOAL_<NAME>`, or on the command line
-(`-s NAME=VALUE`), in that order. The settings reference (docs/reference/settings.md) is generated from this module, so the
-comment after each setting is its documentation: unit first, then meaning.
+(`-s NAME=VALUE`), in that order. The settings reference (docs/reference/settings.md) is generated
+from this module, so the comment after each setting is its documentation: unit first, then meaning.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The settings reference table (docs/reference/settings.md), generated from utils/config/default_settings.py (`python -m utils.config.settings_doc`).
+"""The settings reference table (docs/reference/settings.md), generated from utils/config/default_settings.py
+(`python -m utils.config.settings_doc`).
 
 A test (tests/docs) compares the docs page with this output, so the documented settings never drift from the code.
 """

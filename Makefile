@@ -19,7 +19,7 @@ run: system-deps install kafka  ## start a local cluster, crawl the bundled demo
 	$(BIN)/shoal demo $(DEMO_ARGS)
 
 test: system-deps test-system-deps install-test kafka lint typecheck docs  ## the whole suite: unit, integration, end-to-end
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
 test-fast: install-test  ## unit tests only (no services)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

@@ -18,7 +18,7 @@ from utils.observability.stats import StatsCollector, StatsConfig, beat
 pytestmark = pytest.mark.integration
 
 DEFAULT = ScalingPolicy(
-    hits=10, window=60, crawler_rate=80.0, render_rate=4.0, unthrottled_rate=80.0, rate_window=120, bucket=60,
+    hits=10, window=60, crawler_rate=80.0, render_rate=2.3, unthrottled_rate=80.0, rate_window=120, bucket=60,
     heartbeat_ttl=120, min_replicas=1, max_replicas=100,
 )  # fmt: skip: the shipped defaults (utils/config/default_settings.py)
 

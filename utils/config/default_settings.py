@@ -206,7 +206,7 @@ METRICS_TOP_DOMAINS = 20  # domains; per spider, the largest backlogs exported w
 METRICS_DOMAIN_SCAN_LIMIT = 10000  # domains; most domain queues per spider one frontier reading measures
 METRICS_FRONTIER_CACHE = 5.0  # seconds; a frontier reading (depths, backlogs) is reused this long
 SCALING_CRAWLER_PAGES_PER_SEC = 80.0  # pages/s; one crawler process (DESIGN.md: >= 0.9 x ~97 of plain Scrapy)
-SCALING_RENDER_PAGES_PER_SEC = 4.0  # pages/s; one render process's capacity (spider `render`, a browser per process)
+SCALING_RENDER_PAGES_PER_SEC = 2.3  # pages/s; one render process (spider `render`; measured 2.33, performance.md)
 SCALING_UNTHROTTLED_DOMAIN_RATE = 80.0  # pages/s; what a due domain with no throttle (QUEUE_HITS 0) may take
 SCALING_RATE_WINDOW = 120  # seconds; observed pages/s per process over this many whole STATS_BUCKETs
 SCALING_MIN_REPLICAS = 1  # processes; recommended count of an idle frontier (per spider)

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "redis-monitor": ("redis_monitor.main:main", "run a redis monitor: actions, stats, expiry, reaper"),
     "rest": ("rest.main:main", "run the REST gateway"),
     "sink": ("sink.main:main", "run a sink: pages and items from Kafka into PostgreSQL"),
+    "warc": ("warc.main:main", "run a warc writer: the crawled firehose into WARC/1.1 files with CDXJ indexes"),
     "feed": ("utils.cli.kafka_tools:feed_command", "send request(s) to the incoming topic"),
     "dump": ("utils.cli.kafka_tools:dump_command", "print the messages of a topic"),
     "up": ("utils.node:up_command", "start a node: local services and every component under supervisord"),
@@ -77,7 +78,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     if name == "new-spider":
         p.add_argument("name", help="spider name: lowercase letters, digits and _")
         p.add_argument("--dir", default=".", help="directory to write <name>.py into")
-    if name in ("kafka-monitor", "redis-monitor", "sink"):
+    if name in ("kafka-monitor", "redis-monitor", "sink", "warc"):
         p.add_argument("--burst", action="store_true", help="process what is there, then exit")
     if name == "feed":
         p.add_argument("json", nargs="?", help="one JSON request; '-' or omitted: one per line on stdin")
@@ -99,6 +100,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--spider", default="link", help="the spider the crawlers run (see `shoal spiders`)")
         p.add_argument("--services", default=None, help="local services: kafka,redis,zookeeper[,postgres] | none")
         p.add_argument("--node", default="default", help="node name (its own run directory)")
+        p.add_argument("--warc", action="store_true", help="start the warc writer too (WARC_ENABLED)")
     if name in ("down", "status"):
         p.add_argument("--node", default="default")
     if name == "status":
@@ -145,6 +147,7 @@ METRICS_COMPONENTS = {
     "redis-monitor": "redis-monitor",
     "rest": "rest",
     "sink": "sink",
+    "warc": "warc",
 }
 
 

@@ -270,6 +270,18 @@ SINK_BATCH_LINGER = 0.1  # seconds; most time a sink keeps polling to fill a bat
 SINK_RETRY_MAX_BACKOFF = 10.0  # seconds; longest wait between two tries of a batch while PostgreSQL is down
 SINK_TOPIC_REFRESH = 10.0  # seconds; how soon a sink notices a new topic to read (the items topic)
 
+# --- WARC archive (`shoal warc`, issue 35) -----------------------------------------------------
+WARC_ENABLED = False  # bool; `shoal up` starts the warc program (else `supervisorctl start shoal:warc`)
+WARC_DIR = ""  # directory of the WARC files and their .cdxj indexes; empty = <RUN_DIR>/warc
+WARC_PREFIX = "SHOAL"  # file name prefix (Heritrix's): <prefix>-<timestamp17>-<serial>-<pid>~<host>~<id>.warc.gz
+WARC_MAX_SIZE = 1073741824  # bytes; a file is closed (renamed, indexed) once it passes this size
+WARC_MAX_AGE = 3600.0  # seconds; a file is closed once it has been open this long, even if small
+WARC_GZIP = True  # bool; record-level gzip (one gzip member per record, .warc.gz); else .warc
+WARC_GROUP = "demo-warc"  # consumer group of the warc processes (any number share the firehose's partitions)
+WARC_BATCH = 500  # messages; most page messages written between two fsyncs and offset commits
+WARC_DIGEST_CACHE = 100000  # URLs; last payload digest remembered per URL (LRU) for identical-payload revisits
+WARC_DOM_SPIDERS = ["render"]  # spider names whose body is a rendered DOM: stored as metadata, not response
+
 # --- Revisits: keeping data fresh (`shoal revisit`, issue 31) ----------------------------------
 REVISIT_INTERVAL = 86400.0  # seconds; a page's first revisit interval when its crawl's `revisit` names none
 REVISIT_MIN = 3600.0  # seconds; shortest revisit interval (a page that changes at every visit ends here)

@@ -109,6 +109,7 @@ def render_config(
     template: Path = TEMPLATE_PATH,
     renderers: int = 0,
     spider: str = "link",
+    warc: bool = False,
 ) -> str:
     """The node's supervisord.conf text; KeyError if the template uses an unknown placeholder.
 
@@ -131,6 +132,7 @@ def render_config(
         "environment": encode_environment(environment),
         **{f"{name}_autostart": _autostart(name, layout.local) for name in NODE_SERVICES},
         "sink_autostart": _autostart("postgres", layout.local),  # else `supervisorctl start shoal:sink`
+        "warc_autostart": "true" if warc else "false",  # WARC_ENABLED or `shoal up --warc`
     }
     return Template(template.read_text(encoding="utf-8")).substitute(values)
 

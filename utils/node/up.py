@@ -55,7 +55,9 @@ def prepare(settings: Settings, args: argparse.Namespace, layout: NodeLayout) ->
     environment = child_environment(settings, args, layout, os.environ)
     renderers = getattr(args, "renderers", 0)
     spider = getattr(args, "spider", "link")
-    write_config(layout, render_config(layout, args.crawlers, environment, renderers=renderers, spider=spider))
+    warc = settings.get_bool("WARC_ENABLED") or bool(getattr(args, "warc", False))
+    write_config(layout, render_config(layout, args.crawlers, environment, renderers=renderers, spider=spider,
+                                       warc=warc))
     state = {**layout.to_json(), "crawlers": args.crawlers, "renderers": renderers, "repo": str(repo_root())}
     layout.state_path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 

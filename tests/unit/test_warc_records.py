@@ -1,0 +1,151 @@
+"""Issue 35: page messages become WARC/1.1 records that warcio reads back as they were written (no sockets)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import random
+from pathlib import Path
+
+from warcio.archiveiterator import ArchiveIterator
+
+from warc.files import Rotation, WarcFiles, complete_end, recover
+from warc.records import IDENTICAL, NOT_MODIFIED, LastPayloads, RecordMaker, sha1_digest
+
+URL = "http://127.0.0.1:8181/a.html"
+
+
+def page(**fields: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "url": URL, "response_url": URL, "status_code": 200, "status_msg": "OK", "success": True,
+        "response_headers": {"Content-Type": ["text/html; charset=utf-8"]},
+        "raw_response_headers": [["Content-Type", "text/html; charset=utf-8"], ["Content-Encoding", "gzip"],
+                                 ["Content-Length", "31"], ["Set-Cookie", "a=1"]],
+        "request_headers": {"Accept": ["*/*"]}, "body": "<p>héllo</p>", "encoding": "utf-8",
+        "links": [{"url": "http://127.0.0.1:8181/b.html", "text": "b"}], "spiderid": "link",
+        "http_version": "HTTP/1.1", "remote_address": "127.0.0.1", "fetch_time": "2026-11-26T21:00:00.250000",
+    }  # fmt: skip
+    base.update(fields)
+    return base
+
+
+def written(tmp_path: Path, pages: list[dict[str, object]], gzip_on: bool = True) -> list[dict[str, object]]:
+    files = WarcFiles(tmp_path, Rotation(gzip=gzip_on, info={"software": "test"}), "unit")
+    maker = RecordMaker(files.builder(), LastPayloads(100), ["render"])
+    for one in pages:
+        files.write(maker.records(one))  # type: ignore[arg-type]
+    closed = files.close()
+    assert closed is not None
+    assert not list(tmp_path.glob("*.open"))
+    out = []
+    with open(closed, "rb") as stream:
+        for record in ArchiveIterator(stream, check_digests=True):
+            out.append({"type": record.rec_type, "headers": dict(record.rec_headers.headers),
+                        "http": record.http_headers, "payload": record.content_stream().read()})  # fmt: skip
+    return out
+
+
+def test_a_page_is_a_response_and_a_request_with_outlinks_its_payload_digest_true(tmp_path: Path) -> None:
+    records = written(tmp_path, [page()])
+    assert [r["type"] for r in records] == ["warcinfo", "response", "request", "metadata"]
+    response, request, links = records[1], records[2], records[3]
+    body = "<p>héllo</p>".encode()
+    assert response["payload"] == body
+    assert response["headers"]["WARC-Payload-Digest"] == sha1_digest(body)
+    assert response["headers"]["WARC-Date"] == "2026-11-26T21:00:00.250000Z"
+    assert response["headers"]["WARC-IP-Address"] == "127.0.0.1"
+    http = response["http"]
+    assert http.protocol == "HTTP/1.1"
+    assert http.get_statuscode() == "200"
+    # Headers in the order received; the decoded body's encoding and length kept under pywb's prefix.
+    assert [n for n, _ in http.headers] == ["Content-Type", "X-Archive-Orig-Content-Encoding",
+                                            "X-Archive-Orig-Content-Length", "Set-Cookie", "Content-Length"]
+    assert http.get_header("Content-Length") == str(len(body))
+    assert request["headers"]["WARC-Concurrent-To"] == response["headers"]["WARC-Record-ID"]
+    assert request["http"].get_header("Host") == "127.0.0.1:8181"
+    assert links["payload"] == b"outlink: http://127.0.0.1:8181/b.html\r\n"
+    assert links["headers"]["WARC-Concurrent-To"] == response["headers"]["WARC-Record-ID"]
+
+
+def test_same_payload_again_is_a_revisit_and_a_304_is_a_server_not_modified_revisit(tmp_path: Path) -> None:
+    later = {"fetch_time": "2026-11-27T21:00:00.000000"}
+    records = written(tmp_path, [page(), page(**later), page(status_code=304, status_msg="Not Modified", body="",
+                                                               fetch_time="2026-11-28T21:00:00.000000")])
+    mains = [r for r in records if r["type"] in ("response", "revisit")]
+    assert [r["type"] for r in mains] == ["response", "revisit", "revisit"]
+    first, same, not_modified = (r["headers"] for r in mains)
+    assert same["WARC-Profile"] == IDENTICAL
+    assert same["WARC-Payload-Digest"] == first["WARC-Payload-Digest"]
+    assert same["WARC-Refers-To-Target-URI"] == URL
+    assert same["WARC-Refers-To-Date"] == first["WARC-Date"]
+    assert not_modified["WARC-Profile"] == NOT_MODIFIED
+    assert not_modified["WARC-Refers-To-Date"] == first["WARC-Date"]
+    assert mains[1]["payload"] == b""
+    assert mains[2]["payload"] == b""
+
+
+def test_a_body_dropped_for_size_is_written_truncated_and_a_failure_is_not_a_response(tmp_path: Path) -> None:
+    records = written(tmp_path, [page(body=None, body_dropped=True, body_bytes=12 << 20, links=[]),
+                                 page(success=False, status_code=None, exception="timeout", links=[])])
+    responses = [r for r in records if r["type"] == "response"]
+    assert len(responses) == 1
+    assert responses[0]["headers"]["WARC-Truncated"] == "length"
+    assert responses[0]["payload"] == b""
+
+
+def test_binary_bodies_are_written_as_sent_and_a_rendered_dom_is_metadata(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 4
+    records = written(tmp_path, [page(body=base64.b64encode(data).decode(), body_encoding="base64", links=[]),
+                                 page(spiderid="render", body="<html>dom</html>", http_version=None)],
+                      gzip_on=False)  # fmt: skip
+    assert records[1]["payload"] == data
+    dom = records[-2]
+    assert dom["type"] == "metadata"
+    assert dom["payload"] == b"<html>dom</html>"
+    assert not [r for r in records[3:] if r["type"] in ("response", "request")]
+
+
+def test_files_rotate_by_size_and_age_with_heritrix_names_and_cdxj_indexes(tmp_path: Path) -> None:
+    now = [1_800_000_000.0]
+    files = WarcFiles(tmp_path, Rotation(prefix="CRAWL", max_size=2000, max_age=60), "w1", clock=lambda: now[0])
+    maker = RecordMaker(files.builder(), LastPayloads(0), [])
+    noise = base64.b64encode(random.Random(35).randbytes(3000)).decode()
+    files.write(maker.records(page(body=noise, body_encoding="base64")))  # type: ignore[arg-type]
+    assert files.rotate_if_due() is not None  # by size: 3000 random bytes do not compress
+    files.write(maker.records(page(url=URL + "?2", response_url=URL + "?2")))  # type: ignore[arg-type]
+    assert files.rotate_if_due() is None
+    now[0] += 61
+    assert files.rotate_if_due() is not None  # by age
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len([n for n in names if n.endswith(".warc.gz")]) == 2
+    assert all(n.startswith("CRAWL-20270115") and "~w1.warc.gz" in n for n in names)
+    assert "-00000-" in names[0]
+    assert "-00001-" in names[2]
+    index = (tmp_path / (names[2] + ".cdxj")).read_text()
+    assert '"url": "http://127.0.0.1:8181/a.html?2"' in index
+    assert '"status": "200"' in index
+
+
+def test_a_killed_writers_file_is_cut_after_its_last_whole_record_and_closed(tmp_path: Path) -> None:
+    files = WarcFiles(tmp_path, Rotation(), "w1")
+    maker = RecordMaker(files.builder(), LastPayloads(0), [])
+    for i in range(3):
+        files.write(maker.records(page(url=f"{URL}?{i}", response_url=f"{URL}?{i}", body="b" * 3000)))  # type: ignore[arg-type]
+    files.sync()
+    assert files.path is not None
+    open_path = Path(str(files.path) + ".open")
+    whole, count = complete_end(open_path)
+    assert (whole, count) == (open_path.stat().st_size, 10)
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    cut = crashed / open_path.name
+    cut.write_bytes(open_path.read_bytes()[:-150])  # the last record half written
+    assert recover(tmp_path) == []  # a live writer holds its file: left alone
+    closed = recover(crashed)
+    assert [p.name for p in closed] == [open_path.name[: -len(".open")]]
+    with open(closed[0], "rb") as stream:
+        assert len(list(ArchiveIterator(stream))) == 9
+    with gzip.open(closed[0]) as stream:
+        assert stream.read()  # every member whole
+    assert (crashed / (closed[0].name + ".cdxj")).exists()
+    files.close()

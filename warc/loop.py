@@ -1,0 +1,162 @@
+"""The warc loop: poll a batch of page messages, write their records, flush + fsync, then commit.
+
+The sink's shape (sink/loop.py) with a file instead of a transaction: offsets are committed only
+after the batch's records are on disk, so a crash (kill -9) replays at most the batch in hand, whose
+records may already be in the file it was writing. Those duplicates are whole records of the same
+fetch (same WARC-Date, payload and digest), never a partial record: `files.recover` cuts the file
+after its last whole record when the next process starts. A message that is not a JSON object is
+logged and skipped (the sink dead-letters it; two dead letters of one message would be noise).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import ujson
+from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import CommitFailedError, KafkaError
+
+from utils.config.clients import ensure_topics, kafka_consumer, subscribe
+from utils.config.settings import Settings
+from utils.observability.metrics import mark_loop, observe_batch, set_dependency_up
+from warc.files import Rotation, WarcFiles, recover
+from warc.records import LastPayloads, RecordMaker
+
+log = logging.getLogger(__name__)
+
+KAFKA_BACKOFF = 1.0  # seconds before a batch is read again after a Kafka error
+SOFTWARE = "Shoal (warcio)"
+
+
+def warc_directory(settings: Settings) -> Path:
+    """WARC_DIR, or `<RUN_DIR>/warc` when it is empty."""
+    return Path(settings.get_str("WARC_DIR") or Path(settings.get_str("RUN_DIR")) / "warc")
+
+
+def component_id() -> str:
+    """The supervised program's name (`warc`), else `warc-<pid>`: part of every file name."""
+    return os.environ.get("SUPERVISOR_PROCESS_NAME") or f"warc-{os.getpid()}"
+
+
+class Archiver:
+    def __init__(self, settings: Settings, consumer: KafkaConsumer, files: WarcFiles) -> None:
+        self.consumer = consumer
+        self.files = files
+        self.maker = RecordMaker(files.builder(), LastPayloads(settings.get_int("WARC_DIGEST_CACHE")),
+                                 settings.get_list("WARC_DOM_SPIDERS"))  # fmt: skip
+        self.poll_ms = settings.get_int("KAFKA_CONSUMER_TIMEOUT")
+        self.batch_size = max(settings.get_int("WARC_BATCH"), 1)
+        self.pages = 0  # page messages archived since start
+        self.records = 0  # WARC records written since start (warcinfo records not counted)
+        self.skipped = 0  # messages that were not page messages
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Archiver:
+        topic = settings.topic("crawled_firehose")
+        ensure_topics(settings, [topic])
+        directory = warc_directory(settings)
+        recover(directory)  # files left `.open` by a killed writer, before this one opens its own
+        rotation = Rotation(
+            prefix=settings.get_str("WARC_PREFIX"),
+            max_size=settings.get_int("WARC_MAX_SIZE"),
+            max_age=settings.get_float("WARC_MAX_AGE"),
+            gzip=settings.get_bool("WARC_GZIP"),
+            info=warcinfo(settings, topic),
+        )
+        consumer = kafka_consumer(settings, [], settings.get_str("WARC_GROUP"),
+                                  max_poll_records=max(settings.get_int("WARC_BATCH"), 1))  # fmt: skip
+        subscribe(consumer, [topic])
+        return cls(settings, consumer, WarcFiles(directory, rotation, component_id()))
+
+    def run(self, stop: threading.Event) -> None:
+        """Archive batches until `stop` is set; the batch in hand is finished, the open file closed."""
+        log.info("WARC writer started", extra={"directory": str(self.files.directory)})
+        while not stop.is_set():
+            try:
+                self.run_once()
+            except KafkaError as exc:
+                log.error("Kafka error; the batch will be read again", extra={"error": repr(exc)})
+                set_dependency_up("kafka", False)
+                stop.wait(KAFKA_BACKOFF)
+        self.close()
+
+    def run_once(self) -> int:
+        """One batch: poll, write, sync, commit; then rotate if the file is due. The messages handled."""
+        mark_loop()
+        batch = self.consumer.poll(timeout_ms=self.poll_ms, max_records=self.batch_size)
+        records = [record for part in batch.values() for record in part]
+        if records:
+            began = time.monotonic()
+            self.write(records)
+            self.files.sync()
+            self.commit(records)
+            set_dependency_up("kafka", True)
+            observe_batch(time.monotonic() - began)
+        self.files.rotate_if_due()  # by age too, when nothing comes
+        return len(records)
+
+    def write(self, records: list[ConsumerRecord]) -> None:
+        for record in records:
+            page = _page(record)
+            if page is None:
+                self.skipped += 1
+                where = f"{record.topic}/{record.partition}@{record.offset}"
+                log.warning("Not a page message; skipped", extra={"kafka": where})
+                continue
+            made = self.maker.records(page)  # type: ignore[arg-type]
+            if made:
+                self.files.write(made)
+                self.records += len(made)
+            self.pages += 1
+
+    def commit(self, records: list[ConsumerRecord]) -> bool:
+        """Commit past `records`; False on a rebalance (the new owner replays: whole duplicate records)."""
+        offsets = {TopicPartition(r.topic, r.partition): OffsetAndMetadata(r.offset + 1, "", -1) for r in records}
+        try:
+            self.consumer.commit(offsets)
+        except (CommitFailedError, KafkaError) as exc:
+            log.warning("Offsets not committed; the batch will be replayed", extra={"error": repr(exc)})
+            return False
+        return True
+
+    def caught_up(self) -> bool:
+        """Whether every assigned partition is read to its end (for --burst)."""
+        assigned = self.consumer.assignment()
+        if not assigned:
+            return False
+        ends = self.consumer.end_offsets(list(assigned))
+        return all(self.consumer.position(tp) >= end for tp, end in ends.items())
+
+    def close(self) -> None:
+        self.files.close()
+        self.consumer.close(autocommit=False)
+        log.info("WARC writer stopped", extra={"pages": self.pages, "records": self.records, "skipped": self.skipped})
+
+
+def warcinfo(settings: Settings, topic: str) -> dict[str, Any]:
+    """The fields of every file's warcinfo record: who wrote it, from what, and how."""
+    return {
+        "software": SOFTWARE,
+        "format": "WARC File Format 1.1",
+        "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+        "hostname": socket.gethostname(),
+        "isPartOf": topic,
+        "shoal-group": settings.get_str("WARC_GROUP"),
+        "shoal-gzip": str(settings.get_bool("WARC_GZIP")).lower(),
+        "shoal-payload": "as the page message carries it: content-decoded (docs/how-to/archive.md)",
+    }
+
+
+def _page(record: ConsumerRecord) -> dict[str, Any] | None:
+    try:
+        value = ujson.loads(record.value)
+    except (ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) and "url" in value else None

@@ -1,0 +1,211 @@
+"""Page messages to WARC/1.1 records (warcio): request + response, revisits, metadata.
+
+The payload is the body as the page message carries it: after content decoding (gzip, br, zstd,
+deflate) and de-chunking, because that is what the crawler keeps. The HTTP header block keeps every
+line as received except those that would describe the payload falsely: `Transfer-Encoding`, and
+`Content-Encoding`/`Content-Length` of a decoded body, are kept renamed `X-Archive-Orig-<name>`
+(pywb's own prefix) and a true `Content-Length` is added, so `WARC-Payload-Digest` is the digest of
+the bytes written and every reader replays them as they are. A text body is written in its
+`encoding` (KAFKA_BASE_64_ENCODE makes the crawler send every body's exact bytes).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from io import BytesIO
+from typing import Any
+from urllib.parse import urlsplit
+
+from warcio.recordbuilder import RecordBuilder
+from warcio.statusandheaders import StatusAndHeaders
+
+from utils.schemas.page import PageMessage
+
+Record = Any  # warcio's ArcWarcRecord (untyped)
+NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+ORIG = "X-Archive-Orig-"
+DROPPED_WHEN_DECODED = ("content-encoding", "content-length")
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The last payload stored for a URL: what a revisit record refers to."""
+
+    digest: str
+    date: str
+
+
+class LastPayloads:
+    """The last payload digest and date stored per URL, the `capacity` most recent URLs (LRU).
+
+    Per process: a URL whose earlier fetch another warc process stored is written in full again
+    (never a revisit that points at nothing)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(capacity, 0)
+        self._last: OrderedDict[str, Stored] = OrderedDict()
+
+    def get(self, url: str) -> Stored | None:
+        found = self._last.get(url)
+        if found is not None:
+            self._last.move_to_end(url)
+        return found
+
+    def put(self, url: str, stored: Stored) -> None:
+        if not self.capacity:
+            return
+        self._last[url] = stored
+        self._last.move_to_end(url)
+        while len(self._last) > self.capacity:
+            self._last.popitem(last=False)
+
+
+def warc_date(page: PageMessage) -> str:
+    """WARC-Date: when the request went to the network (else when the page was sent), UTC, microseconds."""
+    when = page.get("fetch_time") or page.get("timestamp") or datetime.now(UTC).replace(tzinfo=None).isoformat()
+    return (when if "." in when else when + ".000000")[:26] + "Z"
+
+
+def payload(page: PageMessage) -> bytes:
+    """The body's bytes (empty when the message carries none)."""
+    body = page.get("body")
+    if not body:
+        return b""
+    if page.get("body_encoding") == "base64":
+        try:
+            return base64.b64decode(body)
+        except (binascii.Error, ValueError):
+            return body.encode("utf-8")
+    try:
+        return body.encode(page.get("encoding") or "utf-8")
+    except (LookupError, UnicodeEncodeError):
+        return body.encode("utf-8")
+
+
+def sha1_digest(data: bytes) -> str:
+    """WARC's payload digest: `sha1:` and base32 (what warcio writes and pywb compares)."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+
+
+def header_lines(page: PageMessage) -> list[tuple[str, str]]:
+    lines = page.get("raw_response_headers")
+    if lines:
+        return [(str(name), str(value)) for name, value in lines]
+    return [(name, value) for name, values in (page.get("response_headers") or {}).items() for value in values]
+
+
+def response_headers(page: PageMessage, length: int, truncated: bool) -> StatusAndHeaders:
+    """The status line and the header lines, made true of the payload written (module docstring)."""
+    decoded_names = {name.lower() for name in (page.get("response_headers") or {})}
+    lines = header_lines(page)
+    decoded = any(n.lower() == "content-encoding" for n, _ in lines) and "content-encoding" not in decoded_names
+    out: list[tuple[str, str]] = []
+    length_named = False
+    for name, value in lines:
+        low = name.lower()
+        wrong_length = low == "content-length" and not truncated and value.strip() != str(length)
+        if low == "transfer-encoding" or (decoded and low == "content-encoding") or wrong_length:
+            out.append((ORIG + name, value))
+            continue
+        length_named = length_named or low == "content-length"
+        out.append((name, value))
+    if not length_named and not truncated:
+        out.append(("Content-Length", str(length)))
+    status = page.get("status_code") or 200
+    return StatusAndHeaders(f"{status} {page.get('status_msg') or ''}".strip(), out,
+                            protocol=page.get("http_version") or "HTTP/1.1")  # fmt: skip
+
+
+def request_headers(page: PageMessage) -> StatusAndHeaders:
+    url = page.get("response_url") or page.get("url") or ""
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    lines = [(name, value) for name, values in (page.get("request_headers") or {}).items() for value in values]
+    if not any(name.lower() == "host" for name, _ in lines):
+        lines.insert(0, ("Host", parts.netloc))
+    return StatusAndHeaders(f"GET {target}", lines, protocol=page.get("http_version") or "HTTP/1.1",
+                            is_http_request=True)  # fmt: skip
+
+
+class RecordMaker:
+    """Records of one page message, and the last payloads they refer back to."""
+
+    def __init__(self, builder: RecordBuilder, last: LastPayloads, dom_spiders: Iterable[str]) -> None:
+        self.builder = builder
+        self.last = last
+        self.dom_spiders = frozenset(dom_spiders)
+
+    def records(self, page: PageMessage) -> list[Record]:
+        """[] for a failed fetch (it has no response); else the records in the order to write them."""
+        if not page.get("success", True) or page.get("status_code") is None:
+            return []
+        url = page.get("response_url") or page.get("url") or ""
+        date = warc_date(page)
+        base = {"WARC-Date": date}
+        if page.get("remote_address"):
+            base["WARC-IP-Address"] = str(page.get("remote_address"))
+        if page.get("spiderid") in self.dom_spiders:
+            return self._rendered(page, url, date)
+        request = self.builder.create_warc_record(url, "request", http_headers=request_headers(page),
+                                                  warc_headers_dict=dict(base))  # fmt: skip
+        main = self._main(page, url, base)
+        request.rec_headers.add_header("WARC-Concurrent-To", main.rec_headers.get_header("WARC-Record-ID"))
+        return [main, request, *self._outlinks(page, url, date, main)]
+
+    def _main(self, page: PageMessage, url: str, base: dict[str, str]) -> Record:
+        """The response record, or a revisit record when there is nothing new to store."""
+        body = payload(page)
+        truncated = bool(page.get("body_dropped"))
+        http = response_headers(page, len(body), truncated)
+        before = self.last.get(url)
+        if page.get("status_code") == 304:
+            record = self.builder.create_warc_record(url, "revisit", http_headers=http, warc_headers_dict=dict(base))
+            record.rec_headers.add_header("WARC-Profile", NOT_MODIFIED)
+            record.rec_headers.add_header("WARC-Refers-To-Target-URI", url)
+            if before is not None:
+                record.rec_headers.add_header("WARC-Refers-To-Date", before.date)
+                record.rec_headers.add_header("WARC-Payload-Digest", before.digest)
+            return record
+        digest = sha1_digest(body)
+        if before is not None and before.digest == digest and not truncated and page.get("status_code") == 200:
+            record = self.builder.create_revisit_record(url, digest, url, before.date, http_headers=http,
+                                                        warc_headers_dict=dict(base))  # fmt: skip
+            record.rec_headers.replace_header("WARC-Profile", IDENTICAL)
+            return record
+        headers = dict(base)
+        if truncated:
+            headers["WARC-Truncated"] = "length"
+        record = self.builder.create_warc_record(url, "response", payload=BytesIO(body), length=None,
+                                                 http_headers=http, warc_headers_dict=headers)  # fmt: skip
+        if not truncated:
+            self.last.put(url, Stored(record.rec_headers.get_header("WARC-Payload-Digest"), base["WARC-Date"]))
+        return record
+
+    def _outlinks(self, page: PageMessage, url: str, date: str, main: Record) -> list[Record]:
+        links = [link.get("url", "") for link in page.get("links") or [] if isinstance(link, dict)]
+        if not links:
+            return []
+        fields = "".join(f"outlink: {link}\r\n" for link in links if link).encode("utf-8")
+        return [self._metadata(url, date, fields, "application/warc-fields", main)]
+
+    def _rendered(self, page: PageMessage, url: str, date: str) -> list[Record]:
+        """A browser's page: the message holds the DOM it rendered, not the bytes a server sent, so it is
+        stored as metadata (never as a response that would replay the DOM as if served)."""
+        dom = self.builder.create_warc_record(url, "metadata", payload=BytesIO(payload(page)),
+                                              warc_content_type="text/html; charset=utf-8",
+                                              warc_headers_dict={"WARC-Date": date})  # fmt: skip
+        return [dom, *self._outlinks(page, url, date, dom)]
+
+    def _metadata(self, url: str, date: str, data: bytes, content_type: str, about: Record) -> Record:
+        record = self.builder.create_warc_record(url, "metadata", payload=BytesIO(data),
+                                                 warc_content_type=content_type,
+                                                 warc_headers_dict={"WARC-Date": date})  # fmt: skip
+        record.rec_headers.add_header("WARC-Concurrent-To", about.rec_headers.get_header("WARC-Record-ID"))
+        return record

@@ -272,8 +272,8 @@ SINK_TOPIC_REFRESH = 10.0  # seconds; how soon a sink notices a new topic to rea
 
 # --- WARC archive (`shoal warc`, issue 35) -----------------------------------------------------
 WARC_ENABLED = False  # bool; `shoal up` starts the warc program (else `supervisorctl start shoal:warc`)
-WARC_DIR = ""  # directory of the WARC files and their .cdxj indexes; empty = <RUN_DIR>/warc
-WARC_PREFIX = "SHOAL"  # file name prefix (Heritrix's): <prefix>-<timestamp17>-<serial>-<pid>~<host>~<id>.warc.gz
+WARC_DIR = ""  # directory of the WARC files and their .cdxj indexes; empty = RUN_DIR/warc
+WARC_PREFIX = "SHOAL"  # file name prefix; names as Heritrix's: PREFIX-TIMESTAMP17-SERIAL-PID~HOST~ID.warc.gz
 WARC_MAX_SIZE = 1073741824  # bytes; a file is closed (renamed, indexed) once it passes this size
 WARC_MAX_AGE = 3600.0  # seconds; a file is closed once it has been open this long, even if small
 WARC_GZIP = True  # bool; record-level gzip (one gzip member per record, .warc.gz); else .warc

@@ -103,6 +103,12 @@ class LeaseBook:
             if self.held.pop(member, None) is not None:
                 log.warning("Lease lost to the reaper", extra={"member": member, "spiderid": self.spiderid})
 
+    def release(self, leases: list[Lease]) -> int:
+        """Give back these leases at once (the process is stopping); the others stay held."""
+        for lease in leases:
+            self.held.pop(lease.member, None)
+        return self.frontier.release(leases).count("released") if leases else 0
+
     def release_all(self, extra: list[Lease]) -> int:
         """Give back every lease not settled yet (clean shutdown); returns how many."""
         leases = {lease.member: lease for lease in [*self.held.values(), *extra]}

@@ -33,6 +33,7 @@ from utils.config.settings import Settings
 from utils.frontier import Frontier, Lease, Settlement, keys
 from utils.frontier.domains import url_domain
 from utils.frontier.throttle import ThrottleConfig
+from utils.frontier.types import LATE_FETCH_SHARE
 from utils.observability import stats
 from utils.observability.metrics import (
     mark_loop,
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats (their TTL is HEARTBEAT_TIMEOUT)
 REDIS_BACKOFF = 1.0  # seconds an unanswered pop waits before the next try
-LATE_FETCH_SHARE = 0.02  # of an interval: a fetch this much after its lease moves the throttle slot
 CRAWL_DELAY_TTL = 86400  # seconds a robots.txt Crawl-delay is kept in Redis (rewritten hourly)
 
 
@@ -92,6 +92,8 @@ class DistributedScheduler:
         self._wake_call: Any = None
         self._loops: list[task.LoopingCall] = []
         self._redis_up: bool | None = None  # last reported to the metrics
+        self.stopping = False  # the engine is stopping (SIGTERM): nothing more is leased
+        self.returned = False  # the leases waiting here went back when it began to stop
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
@@ -165,7 +167,8 @@ class DistributedScheduler:
             return self.local.popleft()
         # Found links waiting in the buffer are work too: they are written in the pop's round trip.
         due = time.monotonic() >= self.next_pop_at or bool(self.book.pending.requests)
-        if len(self.leased) <= self.prefetch_at and due and self.throttle.ready and not self.fetch.running:
+        if len(self.leased) <= self.prefetch_at and due and self.throttle.ready and not self.fetch.running \
+                and not self.stopping:  # fmt: skip
             self._start_pop()
         assert self.spider is not None
         while self.leased:
@@ -268,6 +271,8 @@ class DistributedScheduler:
 
     def _tick(self) -> None:
         mark_loop()
+        if not self.returned and getattr(self.crawler.engine, "_stopping", False):
+            self._return_waiting()
         try:
             self.flush()
             self._heartbeat()
@@ -279,6 +284,27 @@ class DistributedScheduler:
             log.exception("Scheduler tick failed; will retry")
         if not self.has_pending_requests():
             self._wake_engine()
+
+    def _return_waiting(self) -> None:
+        """SIGTERM (a scale-down): lease nothing more, and give back at once the leases that wait
+        here, instead of after the downloads under way (Scrapy closes the scheduler only when they
+        are done); those finish, and their pages are sent, before the process exits (issue 32)."""
+        self.stopping = True
+        if self.fetch.running:
+            return  # a pop in flight: its leases arrive first, the next tick returns them
+        waiting = [*self.leased, *(r.meta[LEASE] for r in self.local if r.meta.get(LEASE) is not None)]
+        try:
+            self.book.flush()
+            released = self.book.release(waiting)
+        except RedisError as exc:
+            log.warning("Could not return leases on stopping; will retry", extra={"error": str(exc)})
+            return
+        self.leased.clear()
+        self.local.clear()
+        self.returned = True
+        record_leases_returned(getattr(self.spider, "name", ""), released)
+        log.info("Returned waiting leases on stopping",
+                 extra={"released_leases": released, "spiderid": getattr(self.spider, "name", None)})  # fmt: skip
 
     def _redis_answers(self, up: bool) -> None:
         if up is not self._redis_up:

@@ -116,12 +116,24 @@ def throttle_prefix(key: str, domain: str) -> str:
     return key[: len(key) - len(domain)]
 
 
-def throttle_states(key: str, domain: str) -> str:
+def throttles(prefix: str) -> str:
     """HASH domain -> throttle state (utils/frontier/throttle_state.py) of every domain under the
-    prefix of the throttle key `key` (`<prefix><domain>`), shared by every spider: hits in the
-    window, moderated slot, pause (Retry-After, Crawl-delay), Crawl-delay. Under a spider's own
-    prefix, a domain in the spider's line carries its state in `line_of` instead."""
-    return throttle_prefix(key, domain) + "throttles"
+    throttle prefix `prefix`, shared by every spider: hits in the window, moderated slot, pause
+    (Retry-After, Crawl-delay), Crawl-delay. Under a spider's own prefix, a domain in the spider's
+    line carries its state in `line_of` instead (throttle_state.spider_of_prefix)."""
+    return f"{prefix}throttles"
+
+
+def throttle_states(key: str, domain: str) -> str:
+    """`throttles` of the prefix of the throttle key `key` (`<prefix><domain>`)."""
+    return throttles(throttle_prefix(key, domain))
+
+
+def spider_throttle_prefix(spiderid: str) -> str:
+    """A spider's own throttle prefix, `<spiderid>:` (SCHEDULER_TYPE_ENABLED without the IP): the
+    one prefix whose states its line may carry (docs/concepts/frontier.md, "Where a domain's
+    throttle state is")."""
+    return f"{spiderid}:"
 
 
 def ingest_marks(topic: str, partition: int) -> str:

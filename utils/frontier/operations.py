@@ -23,12 +23,11 @@ from utils.frontier.fingerprint import bloom_size
 from utils.frontier.pop_planner import PopPlanner
 from utils.frontier.scripts import Scripts, evalsha_in
 from utils.frontier.shards import Shards
-from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
+from utils.frontier.types import SLOT_SLACK, Ack, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
 
 __all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
 DUPEFILTER_MODES = ("exact", "bloom")
-FETCH_SLACK = 0.05  # share of an interval a moderated slot may lag behind now (pop.lua's SLACK)
 T = TypeVar("T")
 
 
@@ -295,7 +294,7 @@ class Frontier:
         counts from the fetch (utils/frontier/lua/fetched.lua). True when the slot moved."""
         self.round_trips += 1
         key = lease.tag + keys.throttle_states(throttle_key, lease.domain)
-        return bool(self.scripts.fetched(keys=[key], args=[at, interval, FETCH_SLACK, lease.domain]))
+        return bool(self.scripts.fetched(keys=[key], args=[at, interval, SLOT_SLACK, lease.domain]))
 
     def set_throttle_delay(self, domain: str, throttle_key: str, seconds: float, ttl: int) -> None:
         """Seconds between two hits of a domain's throttle key cluster-wide (robots.txt Crawl-delay)."""

@@ -7,26 +7,35 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from utils.frontier.lua_libs import GENERATED
+
 INCLUDE = re.compile(r"^--! include (\w+)$", re.MULTILINE)
 
 
 @cache
 def source(name: str, package: str = "utils.frontier") -> str:
     """The text of `<package>/lua/<name>.lua` (the frontier's scripts unless another concept's),
-    with each `--! include <lib>` line replaced by `<package>/lua/lib/<lib>.lua` (Redis scripts
-    cannot load one another, so shared Lua is pasted in). A lib may include another; each is
-    pasted once, where it is first included."""
-    lua = resources.files(package).joinpath("lua")
-    pasted: set[str] = set()
+    its libs pasted in (`pasted`)."""
+    return pasted(resources.files(package).joinpath("lua", f"{name}.lua").read_text(), package)
+
+
+def pasted(text: str, package: str = "utils.frontier") -> str:
+    """`text` with each `--! include <lib>` line replaced by `<package>/lua/lib/<lib>.lua` (Redis
+    scripts cannot load one another, so shared Lua is pasted in). A lib may include another; each
+    is pasted once, where it is first included. The libs `keys` and `constants` are generated from
+    Python (utils/frontier/lua_libs.py)."""
+    libs = resources.files(package).joinpath("lua", "lib")
+    done: set[str] = set()
 
     def paste(found: re.Match[str]) -> str:
         lib = found.group(1)
-        if lib in pasted:
+        if lib in done:
             return ""
-        pasted.add(lib)
-        return INCLUDE.sub(paste, lua.joinpath("lib", f"{lib}.lua").read_text())
+        done.add(lib)
+        text = GENERATED[lib]() if lib in GENERATED else libs.joinpath(f"{lib}.lua").read_text()
+        return INCLUDE.sub(paste, text)
 
-    return INCLUDE.sub(paste, lua.joinpath(f"{name}.lua").read_text())
+    return INCLUDE.sub(paste, text)
 
 
 class Scripts:

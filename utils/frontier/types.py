@@ -156,6 +156,16 @@ class Settlement:
         return bool(self.requests or self.retries or self.dead or self.acks or self.duplicates)
 
 
+# A moderated slot never lags more than this share of an interval behind now: two hits of a domain
+# are never closer than (1 - SLOT_SLACK) intervals (pop.lua spends hits by it through the generated
+# lib `constants`; fetched.lua moves a slot to a late fetch minus it).
+SLOT_SLACK = 0.05
+# A fetch this share of an interval or more after its lease is reported to fetched.lua: below
+# SLOT_SLACK, so every fetch late enough to move the slot is reported, and the punctual ones cost
+# no round trip.
+LATE_FETCH_SHARE = 0.02
+
+
 @dataclass
 class ThrottlePolicy:
     """What the pop script needs to know of the throttle (reference §7), per spider process."""

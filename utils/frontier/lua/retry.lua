@@ -24,11 +24,11 @@ local out = {}
 -- The throttle key `key` (`<prefix><domain>`) allows no hit for `seconds`.
 local function hold_back(key, d, seconds)
   if key == '' or seconds <= 0 then return end
-  local prefix = string.sub(key, 1, #key - #d)
-  local member, hash_exp, state = ds_state_load(prefix, d)
-  local exp, slot, pause, delay_until, delay, hits = th_unpack(state)
-  if now + seconds > pause then
-    ds_state_save(prefix, d, member, hash_exp, now + seconds + 1, exp, slot, now + seconds, delay_until, delay, hits)
+  local loc = ds_state_find(string.sub(key, 1, #key - #d), d)
+  local s = th_decode(loc.state)
+  if now + seconds > s.pause then
+    s.pause = now + seconds
+    ds_state_keep(loc, d, s, now + seconds + 1)
   end
 end
 
@@ -37,11 +37,10 @@ for i = 2, #ARGV, NF do
   local delay, payload = tonumber(ARGV[i + 5]), ARGV[i + 6]
   hold_back(ARGV[i + 7], d, tonumber(ARGV[i + 8]))
   local entry = d .. '\t' .. m
-  if redis.call('ZREM', sid .. ':inflight', entry) == 1 then
-    local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
-    redis.call('HSET', crawl .. ':requests', string.sub(m, 1, 16) .. d, payload)
-    redis.call('ZADD', sid .. ':delayed', now + delay, entry)
-    local progress = crawl .. ':progress'
+  if redis.call('ZREM', K.inflight(sid), entry) == 1 then
+    redis.call('HSET', K.crawl_requests(sid, appid, crawlid), string.sub(m, 1, 16) .. d, payload)
+    redis.call('ZADD', K.delayed(sid), now + delay, entry)
+    local progress = K.crawl_progress(sid, appid, crawlid)
     redis.call('HINCRBY', progress, 'inflight', -1)
     redis.call('HINCRBY', progress, 'retrying', 1)
     redis.call('HSET', progress, 'updated', t[1])

@@ -19,10 +19,22 @@
 -- <sid>:heads (domain -> best queue score) stays the registry of domains with queued requests.
 -- A script that changed a domain's queue calls ds_place(sid, domain, now) once afterwards.
 --
--- Where a throttle state is: a domain in its spider's line carries its state under the prefix
--- `<sid>:` in its line_of value when that holds one (the newer then); otherwise the state is in
--- the prefix's hash, `<sid>:throttles`. A domain leaving the line leaves its state there (th_park).
+-- Where a domain's throttle state is (the one rule; docs/concepts/frontier.md says it too, and
+-- utils/frontier/throttle_state.py `locate` applies it in Python):
+--   1. a throttle prefix of one segment, `<x>:`, is the spider x's own prefix
+--      (K.spider_throttle_prefix; ds_spider_of tells the spider of a prefix). Only then can the
+--      state be carried: when the domain is in that spider's line and its `<x>:line_of` value is
+--      longer than its line member, the rest of the value is the state (ds_split).
+--   2. otherwise (another prefix, a domain out of the line, a value carrying nothing) it is the
+--      domain's field of the prefix's hash, K.throttles(prefix).
+-- A domain leaving the line leaves its carried state in the hash (th_park). Writers of one
+-- domain's state go through ds_state_find / ds_state_keep; pop.lua reads a batch by the same rule.
+--
+-- Functions: ds_stamp, ds_due, ds_split, ds_member, ds_carried, ds_class (a member's parts);
+-- ds_list_class, ds_leave, ds_enter, ds_place (moving a domain); ds_spider_of, ds_state_find,
+-- ds_state_keep (one domain's throttle state, wherever it is).
 
+--! include keys
 --! include throttle_state
 
 local DS_STAMP = 13  -- hex digits of a line member's due time
@@ -36,13 +48,19 @@ local function ds_due(m)
   return tonumber(string.sub(m, 1, 13), 16) / 1000000
 end
 
--- A line_of value's line member, and the throttle state it carries ('' = none).
+-- A line_of value of the domain `d`: its line member, and the throttle state it carries ('' =
+-- none). The only place that knows the member's size.
+local function ds_split(value, d)
+  local size = DS_STAMP + #d
+  if #value == size then return value, '' end
+  return string.sub(value, 1, size), string.sub(value, size + 1)
+end
 local function ds_member(value, d)
-  if #value == DS_STAMP + #d then return value end
-  return string.sub(value, 1, DS_STAMP + #d)
+  return (ds_split(value, d))
 end
 local function ds_carried(value, d)
-  return string.sub(value, DS_STAMP + #d + 1)
+  local _, state = ds_split(value, d)
+  return state
 end
 
 local function ds_class(score)
@@ -53,26 +71,28 @@ end
 -- the latest.
 local function ds_list_class(sid, score, at, now)
   if at <= now then
-    redis.call('ZADD', sid .. ':classes_ready', score, ds_class(score))
+    redis.call('ZADD', K.classes_ready(sid), score, ds_class(score))
   else
-    redis.call('ZADD', sid .. ':classes_snoozed', 'LT', at, ds_class(score))
+    redis.call('ZADD', K.classes_snoozed(sid), 'LT', at, ds_class(score))
   end
 end
 
 local function ds_leave(sid, d)  -- out of the line (queue emptied or gone); its state stays
-  local v = redis.call('HGET', sid .. ':line_of', d)
+  local line_of = K.line_of(sid)
+  local v = redis.call('HGET', line_of, d)
   if v then
-    redis.call('ZREM', sid .. ':line', ds_member(v, d))
-    redis.call('HDEL', sid .. ':line_of', d)
-    th_park(th_hash(sid .. ':'), d, ds_carried(v, d))
+    local m, state = ds_split(v, d)
+    redis.call('ZREM', K.line(sid), m)
+    redis.call('HDEL', line_of, d)
+    th_park(K.throttles(K.spider_throttle_prefix(sid)), d, state)
   end
 end
 
 -- Into the line at `score`, due at `at`, carrying the throttle state `state` ('' or nil = none).
 local function ds_enter(sid, d, score, at, now, state)
   local m = ds_stamp(at) .. d
-  redis.call('ZADD', sid .. ':line', score, m)
-  redis.call('HSET', sid .. ':line_of', d, m .. (state or ''))
+  redis.call('ZADD', K.line(sid), score, m)
+  redis.call('HSET', K.line_of(sid), d, m .. (state or ''))
   ds_list_class(sid, score, at, now)
 end
 
@@ -80,43 +100,64 @@ end
 -- best score. A domain already in line there keeps its place; one whose best score changed moves
 -- to its new class, due when it was due (or now, if that was earlier).
 local function ds_place(sid, d, now)
-  local h = redis.call('ZRANGE', sid .. ':' .. d .. ':queue', 0, 0, 'WITHSCORES')
+  local h = redis.call('ZRANGE', K.queue(sid, d), 0, 0, 'WITHSCORES')
   if #h == 0 then
     ds_leave(sid, d)
-    redis.call('ZREM', sid .. ':heads', d)
+    redis.call('ZREM', K.heads(sid), d)
     return
   end
   local score = tonumber(h[2])
-  redis.call('ZADD', sid .. ':heads', score, d)
-  local v = redis.call('HGET', sid .. ':line_of', d)
+  redis.call('ZADD', K.heads(sid), score, d)
+  local v = redis.call('HGET', K.line_of(sid), d)
   local at, state = now, ''
   if v then
-    local m = ds_member(v, d)
-    local was = redis.call('ZSCORE', sid .. ':line', m)
+    local m, carried = ds_split(v, d)
+    local line = K.line(sid)
+    local was = redis.call('ZSCORE', line, m)
     if was and tonumber(was) == score then return end
-    if was then redis.call('ZREM', sid .. ':line', m) end
-    at, state = math.max(ds_due(m), now), ds_carried(v, d)
+    if was then redis.call('ZREM', line, m) end
+    at, state = math.max(ds_due(m), now), carried
   end
   ds_enter(sid, d, score, at, now, state)
 end
 
--- One domain's throttle state under `prefix` (the single-domain writers: Retry-After,
--- Crawl-delay, a late fetch): the line member carrying it (false = in the hash), the hash's
--- expiry, the state ('' = none). Only a spider's own prefix `<sid>:` has a `<sid>:line_of`.
-local function ds_state_load(prefix, d)
-  local v = redis.call('HGET', prefix .. 'line_of', d)
-  if v and #v > DS_STAMP + #d then return ds_member(v, d), 0, ds_carried(v, d) end
-  local hash_exp, state = th_read(th_hash(prefix), d)
-  return false, hash_exp, state
+-- The spider whose own throttle prefix `prefix` is (rule 1 above), nil when it is no spider's.
+local function ds_spider_of(prefix)
+  if string.sub(prefix, -1) ~= ':' then return nil end
+  local head = string.sub(prefix, 1, -2)
+  if head == '' or string.find(head, ':', 1, true) then return nil end
+  return head
 end
 
--- Write it back where ds_state_load found it, kept at least until `need` (the fields as th_pack
--- takes them).
-local function ds_state_save(prefix, d, member, hash_exp, need, exp, slot, pause, delay_until, delay, hits)
-  if member then
-    local state = th_pack(math.max(exp, need), slot, pause, delay_until, delay, hits)
-    redis.call('HSET', prefix .. 'line_of', d, member .. state)
+-- Where one domain's throttle state under `prefix` is, and the state (the single-domain writers:
+-- Retry-After, Crawl-delay, a late fetch): {line_of = the spider's line_of when the state is
+-- carried there (else nil), member = its line member, hash = K.throttles(prefix), hash_exp = the
+-- hash's expiry, state = the packed state ('' = none)}.
+local function ds_state_find(prefix, d)
+  local sid = ds_spider_of(prefix)
+  local loc = {hash = K.throttles(prefix), hash_exp = 0}
+  if sid then
+    local line_of = K.line_of(sid)
+    local v = redis.call('HGET', line_of, d)
+    if v then
+      local member, state = ds_split(v, d)
+      if state ~= '' then
+        loc.line_of, loc.member, loc.state = line_of, member, state
+        return loc
+      end
+    end
+  end
+  loc.hash_exp, loc.state = th_read(loc.hash, d)
+  return loc
+end
+
+-- Write the state `s` (th_decode's fields) of the domain `d` back where ds_state_find found it
+-- (`loc`), kept at least until `need`.
+local function ds_state_keep(loc, d, s, need)
+  if loc.line_of then
+    local state = th_pack(math.max(s.exp, need), s.slot, s.pause, s.delay_until, s.delay, s.hits)
+    redis.call('HSET', loc.line_of, d, loc.member .. state)
   else
-    th_save(th_hash(prefix), hash_exp, d, need, exp, slot, pause, delay_until, delay, hits)
+    th_save(loc.hash, loc.hash_exp, d, need, s.exp, s.slot, s.pause, s.delay_until, s.delay, s.hits)
   end
 end

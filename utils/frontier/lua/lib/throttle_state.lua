@@ -20,13 +20,15 @@
 -- its state in its line_of value instead (lib/domain_sets.lua), and leaves it here (th_park) when
 -- it leaves the line.
 
+--! include keys
+
 local TH_HEAD = '>ddddd'  -- exp, slot, pause, delay_until, delay
 local TH_HEAD_SIZE = 40
 local TH_WIDTH = 8  -- one hit
 
--- The hash of a throttle key's prefix.
+-- The hash of a throttle key's prefix (K.throttles).
 local function th_hash(prefix)
-  return prefix .. 'throttles'
+  return K.throttles(prefix)
 end
 
 -- The prefix of a hash of states.
@@ -43,6 +45,13 @@ end
 
 local function th_pack(exp, slot, pause, delay_until, delay, hits)
   return struct.pack(TH_HEAD, exp, slot, pause, delay_until, delay) .. hits
+end
+
+-- A state as a table of named fields (exp, slot, pause, delay_until, delay, hits), for the
+-- writers of one domain's state (lib/domain_sets.lua ds_state_find / ds_state_keep).
+local function th_decode(state)
+  local exp, slot, pause, delay_until, delay, hits = th_unpack(state)
+  return {exp = exp, slot = slot, pause = pause, delay_until = delay_until, delay = delay, hits = hits}
 end
 
 -- The time of the i-th hit (0-based) of a state's hits; a hit as stored.

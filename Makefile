@@ -34,7 +34,7 @@ lint: install-test
 	$(BIN)/lint-imports
 
 typecheck: install-test
-	$(BIN)/mypy utils kafka_monitor redis_monitor crawler rest sink warc
+	$(BIN)/mypy utils kafka_monitor redis_monitor crawler rest sink revisit warc
 
 docs: install-test  ## the documentation site into .shoal/site: every warning (a broken link or anchor) is an error
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet

@@ -23,6 +23,7 @@ ITEM_IDENTITY = ("appid", "crawlid", "spiderid", "url", "request_id", "timestamp
 PageRow = tuple[Any, ...]  # PAGE_COLUMNS of the staging table, in order
 ItemRow = tuple[Any, ...]  # ITEM_COLUMNS
 LogRow = tuple[Any, ...]  # LOG_COLUMNS
+RevisitRow = tuple[Any, ...]  # sink/revisits.py REVISIT_COLUMNS
 
 PAGE_COLUMNS = ("appid", "url", "crawlid", "spiderid", "status_code", "content_hash", "headers", "links", "body",
                 "fetched_at")  # fmt: skip
@@ -42,6 +43,7 @@ class Rows:
     pages: list[PageRow] = field(default_factory=list)
     items: list[ItemRow] = field(default_factory=list)
     log: list[LogRow] = field(default_factory=list)
+    revisits: list[RevisitRow] = field(default_factory=list)
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -74,9 +76,12 @@ class Parser:
             rows.items.append(item_row(message, self.item_key))
             return
         page, log_row = page_rows(message, record, self.store_body)
-        if page is not None:
+        if page is not None and not _not_modified(message):
             rows.pages.append(page)
         rows.log.append(log_row)
+        revisit = revisit_row(message, page)
+        if revisit is not None:
+            rows.revisits.append(revisit)
 
 
 def _decode(value: bytes | None) -> dict[str, Any]:
@@ -217,5 +222,57 @@ def item_row(message: dict[str, Any], default_key: str) -> ItemRow:
     document = to_json(fields)
     return (
         appid, _clean(str(key)), crawlid, _text(message, "spiderid", required=False), url,
-        _text(message, "item_type", required=False), document, content_hash(document), parse_time(message),
+        _text(message, "item_type", required=False), document, change_hash(message, document), parse_time(message),
     )  # fmt: skip
+
+
+# --- Issue 31: revisit state -----------------------------------------------------------------------
+
+
+def change_hash(message: dict[str, Any], content: str) -> bytes:
+    """The hash changes are judged by: the user's `fingerprint` (e.g. price and stock) if any, else the content's."""
+    fingerprint = message.get("fingerprint")
+    if fingerprint is not None:
+        if not isinstance(fingerprint, str):
+            raise Rejected(f"field 'fingerprint' must be a string, got {_shown(fingerprint)}")
+        return content_hash("\x00fingerprint\x00" + fingerprint)
+    return content_hash(content)
+
+
+def _not_modified(message: dict[str, Any]) -> bool:
+    return message.get("not_modified") is True or message.get("status_code") == 304
+
+
+def _header(message: dict[str, Any], name: str) -> str | None:
+    """A response header's first value, matched without case (Scrapy spells `Etag`)."""
+    headers = message.get("response_headers")
+    if not isinstance(headers, dict):
+        return None
+    for key, values in headers.items():
+        if isinstance(key, str) and key.lower() == name:
+            value = values[0] if isinstance(values, list) and values else values
+            return _clean(value)[:1000] if isinstance(value, str) and value else None
+    return None
+
+
+def revisit_row(message: dict[str, Any], page: PageRow | None) -> RevisitRow | None:
+    """The fetch as the revisit schedule sees it (sink/revisits.py), for a page its crawl revisits."""
+    policy = message.get("revisit")
+    if not isinstance(policy, dict) or page is None:
+        return None
+    request = policy.get("request")
+    request = request if isinstance(request, dict) else {}
+    schedule = {k: v for k, v in policy.items() if k != "request"}
+    for name in ("interval", "min", "max", "inc", "dec", "error_interval", "gone_interval"):
+        value = schedule.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1e9:
+            raise Rejected(f"field 'revisit.{name}' must be a number, got {_shown(value)}")
+    not_modified = _not_modified(message)
+    status = 304 if not_modified else page[4]
+    changes = None if not_modified or status is None or status >= 400 else change_hash(message, _clean(
+        message.get("body") or ""))  # fmt: skip
+    if changes is not None and message.get("fingerprint") is None:
+        changes = page[5]
+    appid, url, crawlid, spiderid = page[0], page[1], page[2], page[3]
+    return (appid, url, crawlid, spiderid, to_json(request), to_json(schedule), status, changes,
+            _header(message, "etag"), _header(message, "last-modified"), page[9])  # fmt: skip

@@ -48,7 +48,18 @@ class Tables:
             found[f"{name}_crawl_idx"] = sql.Identifier(f"{table}_crawl_idx")
             found[f"{name}_url_idx"] = sql.Identifier(f"{table}_url_idx")
         found["migrations"] = sql.Identifier(self.schema, "sink_migrations")
+        for name in REVISIT_TABLES:  # issue 31: fixed names next to the pages table
+            found[name] = sql.Identifier(self.schema, name)
+            found[f"{name}_due_idx"] = sql.Identifier(f"{name}_due_idx")
+            found[f"{name}_crawl_idx"] = sql.Identifier(f"{name}_crawl_idx")
         return found
+
+    def qualified(self, name: str) -> sql.Identifier:
+        """`<schema>.<name>`, for the revisit tables (revisits, changes, revisit_log, revisit_paused)."""
+        return sql.Identifier(self.schema, name)
+
+
+REVISIT_TABLES = ("revisits", "changes", "revisit_log", "revisit_paused")
 
 
 MIGRATIONS: list[tuple[int, str, str]] = [
@@ -107,6 +118,57 @@ CREATE INDEX IF NOT EXISTS {pages_crawl_idx} ON {pages} (appid, crawlid);
 CREATE INDEX IF NOT EXISTS {items_crawl_idx} ON {items} (appid, crawlid);
 CREATE INDEX IF NOT EXISTS {crawl_log_crawl_idx} ON {crawl_log} (appid, crawlid);
 CREATE INDEX IF NOT EXISTS {crawl_log_url_idx} ON {crawl_log} (url);
+"""),
+    (3, "revisit state, changes and the revisit log (issue 31)", """
+CREATE TABLE IF NOT EXISTS {revisits} (
+    appid text NOT NULL,
+    url text NOT NULL,
+    crawlid text NOT NULL,
+    spiderid text,
+    request jsonb NOT NULL,
+    policy jsonb NOT NULL,
+    etag text,
+    last_modified text,
+    content_hash bytea,
+    last_fetch timestamptz NOT NULL,
+    last_seen timestamptz NOT NULL,
+    last_status integer,
+    interval_s double precision NOT NULL,
+    next_due timestamptz,
+    unchanged_count integer NOT NULL DEFAULT 0,
+    fed_at timestamptz,
+    fed_due timestamptz,
+    PRIMARY KEY (appid, url)
+);
+CREATE INDEX IF NOT EXISTS {revisits_due_idx} ON {revisits} (next_due) WHERE next_due IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {revisits_crawl_idx} ON {revisits} (appid, crawlid);
+CREATE TABLE IF NOT EXISTS {changes} (
+    id bigserial PRIMARY KEY,
+    appid text NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
+    crawlid text,
+    changed_at timestamptz NOT NULL,
+    old_hash bytea,
+    new_hash bytea NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {changes_crawl_idx} ON {changes} (appid, crawlid, changed_at);
+CREATE TABLE IF NOT EXISTS {revisit_log} (
+    id bigserial PRIMARY KEY,
+    appid text NOT NULL,
+    crawlid text,
+    url text NOT NULL,
+    fetched_at timestamptz NOT NULL,
+    outcome text NOT NULL,
+    lateness_s double precision
+);
+CREATE INDEX IF NOT EXISTS {revisit_log_crawl_idx} ON {revisit_log} (appid, crawlid, fetched_at);
+CREATE TABLE IF NOT EXISTS {revisit_paused} (
+    appid text NOT NULL,
+    crawlid text NOT NULL,
+    paused_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (appid, crawlid)
+);
 """),
 ]
 

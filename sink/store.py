@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from sink import revisits
 from sink.messages import ITEM_COLUMNS, LOG_COLUMNS, PAGE_COLUMNS, Rows
 from sink.schema import Tables, migrate
 
@@ -31,6 +32,7 @@ STAGES = {
     "sink_stage_log": "request_id text, attempt integer, url text, appid text, crawlid text, spiderid text, "
                       "worker text, status_code integer, success boolean, error text, fetched_at timestamptz, "
                       "kafka_topic text, kafka_partition integer, kafka_offset bigint",
+    revisits.STAGE: revisits.STAGE_COLUMNS,
 }  # fmt: skip
 PAGE_CONTENT = ("status_code", "headers", "links", "body", "content_hash")
 ITEM_CONTENT = ("item_type", "item", "content_hash")
@@ -102,6 +104,7 @@ class Written:
     pages: int = 0
     items: int = 0
     log: int = 0
+    revisits: int = 0
 
 
 class Store:
@@ -112,6 +115,8 @@ class Store:
         self.tables = tables
         self.connection: Connection | None = None
         self._statements = (upsert_pages(tables), upsert_items(tables), append_log(tables))
+        self._item_changes = revisits.record_item_changes(tables)
+        self._revisits = revisits.statements(tables)
 
     def connect(self) -> Connection:
         if self.connection is None or self.connection.closed:
@@ -137,7 +142,11 @@ class Store:
                 if rows.pages:
                     written.pages = _stage_and_run(cursor, "sink_stage_pages", PAGE_COLUMNS, rows.pages, pages)
                 if rows.items:
-                    written.items = _stage_and_run(cursor, "sink_stage_items", ITEM_COLUMNS, rows.items, items)
+                    written.items = _stage_and_run(cursor, "sink_stage_items", ITEM_COLUMNS, rows.items, items,
+                                                   before=(self._item_changes,))  # fmt: skip
+                if rows.revisits:  # after the pages: a 304 moves the stored page's fetched_at on
+                    written.revisits = _stage_and_run(cursor, revisits.STAGE, revisits.REVISIT_COLUMNS,
+                                                      rows.revisits, self._revisits[-1], before=self._revisits[:-1])
                 if rows.log:
                     written.log = _stage_and_run(cursor, "sink_stage_log", LOG_COLUMNS, rows.log, append)
         except psycopg.Error as exc:
@@ -157,11 +166,13 @@ class Store:
 
 def _stage_and_run(
     cursor: psycopg.Cursor[tuple[Any, ...]], stage: str, columns: Sequence[str], rows: list[tuple[Any, ...]],
-    statement: sql.Composed,
+    statement: sql.Composed, before: Sequence[sql.Composed] = (),
 ) -> int:
     names = sql.SQL(", ").join(map(sql.Identifier, columns))
     with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(stage), names)) as copy:
         for row in rows:
             copy.write_row(row)
+    for first in before:
+        cursor.execute(first)
     cursor.execute(statement)
     return max(cursor.rowcount, 0)

@@ -214,7 +214,8 @@ def test_migrations_are_versioned_and_idempotent(postgres: Postgres, pg_schema: 
         names = connection.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1", (pg_schema,)
         ).fetchall()
-    assert [n for (n,) in names] == ["i", "l", "p", "sink_migrations"]
+    assert [n for (n,) in names] == ["changes", "i", "l", "p", "revisit_log", "revisit_paused", "revisits",
+                                     "sink_migrations"]  # fmt: skip
 
 
 def test_password_from_a_file_and_never_logged(

@@ -19,7 +19,7 @@ from utils.node.layout import NodeLayout, parse_services, resolve_layout
 from utils.node.status import format_table, process_rows
 
 SERVICES = ["redis", "zookeeper", "kafka", "postgres"]
-COMPONENTS = ["kafka-monitor", "redis-monitor", "rest", "sink"]
+COMPONENTS = ["kafka-monitor", "redis-monitor", "rest", "sink", "revisit", "warc"]
 
 
 def _args(overrides: list[str], **extra: Any) -> argparse.Namespace:
@@ -125,7 +125,7 @@ def test_only_local_services_autostart(tmp_path: Path, services: str | None, sta
     programs = _parse(tmp_path, services=services)
 
     assert [name for name in SERVICES if programs[f"services:{name}"].autostart] == started
-    assert all(programs[f"shoal:{name}"].autostart for name in COMPONENTS if name != "sink")
+    assert all(programs[f"shoal:{name}"].autostart for name in COMPONENTS if name not in ("sink", "revisit", "warc"))
 
 
 def test_local_services_default_to_the_setting(tmp_path: Path) -> None:
@@ -180,9 +180,12 @@ def test_postgres_and_the_sink_start_only_when_postgres_is_a_local_service(tmp_p
     default = _parse(tmp_path / "a")
     assert not default["services:postgres"].autostart
     assert not default["shoal:sink"].autostart
+    assert not default["shoal:revisit"].autostart  # issue 31: revisits need the sink's tables
     with_pg = _parse(tmp_path / "b", services="kafka,redis,zookeeper,postgres")
     assert with_pg["services:postgres"].autostart
     assert with_pg["shoal:sink"].autostart
+    assert with_pg["shoal:revisit"].autostart
+    assert with_pg["shoal:revisit"].command.split()[1:] == ["-m", "utils.cli.main", "revisit"]
     assert with_pg["services:postgres"].stopsignal == signal.SIGINT  # fast shutdown: SIGTERM waits for clients
     assert with_pg["shoal:sink"].command.split()[1:] == ["-m", "utils.cli.main", "sink"]
 

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "redis-monitor": ("redis_monitor.main:main", "run a redis monitor: actions, stats, expiry, reaper"),
     "rest": ("rest.main:main", "run the REST gateway"),
     "sink": ("sink.main:main", "run a sink: pages and items from Kafka into PostgreSQL"),
+    "revisit": ("revisit.main:main", "feed due revisits to the incoming topic; status/pause/resume/drop a crawl's"),
     "warc": ("warc.main:main", "run a warc writer: the crawled firehose into WARC/1.1 files with CDXJ indexes"),
     "feed": ("utils.cli.kafka_tools:feed_command", "send request(s) to the incoming topic"),
     "dump": ("utils.cli.kafka_tools:dump_command", "print the messages of a topic"),
@@ -80,6 +81,11 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--dir", default=".", help="directory to write <name>.py into")
     if name in ("kafka-monitor", "redis-monitor", "sink", "warc"):
         p.add_argument("--burst", action="store_true", help="process what is there, then exit")
+    if name == "revisit":
+        p.add_argument("--burst", action="store_true", help="feed what is due, then exit")
+        p.add_argument("action", nargs="?", default="run", choices=["run", "status", "pause", "resume", "drop"])
+        p.add_argument("appid", nargs="?", help="the crawl's appid (status/pause/resume/drop)")
+        p.add_argument("crawlid", nargs="?", help="the crawl's crawlid")
     if name == "feed":
         p.add_argument("json", nargs="?", help="one JSON request; '-' or omitted: one per line on stdin")
         p.add_argument("-f", "--file", help="a file with one JSON request per line")
@@ -147,6 +153,7 @@ METRICS_COMPONENTS = {
     "redis-monitor": "redis-monitor",
     "rest": "rest",
     "sink": "sink",
+    "revisit": "revisit",
     "warc": "warc",
 }
 

@@ -8,7 +8,7 @@ from typing import Any
 from scrapy import Request, Spider
 from scrapy.utils.httpobj import urlparse_cached
 
-from crawler.meta import INHERITED, LEASE, record_fields
+from crawler.meta import INHERITED, LEASE, OWN, record_fields
 from utils.frontier import Lease, NewRequest, crawl_request
 from utils.frontier.domains import host_domain
 from utils.frontier.fingerprint import fingerprint
@@ -37,8 +37,7 @@ def request_from_lease(lease: Lease, spider: Spider) -> Request:
         headers["User-Agent"] = rec["useragent"]
     meta: dict[str, Any] = {key: rec[key] for key in INHERITED if key in rec}
     meta.update(request_id=rec["request_id"], attempt=rec.get("attempt", 0), url=rec["url"], ts=rec.get("ts"))
-    if "step" in rec:
-        meta["step"] = rec["step"]
+    meta.update((key, rec[key]) for key in OWN if key in rec)
     meta[LEASE] = lease
     if rec.get("proxy"):
         meta["proxy"] = rec["proxy"]

@@ -45,8 +45,11 @@ INHERITED = (
     "priority",
     "curdepth",
     "revisit",  # issue 31: every page of a revisited crawl is revisited
+    "sitemaps",  # issue 31: a page of the crawl that is a sitemap is read as one (crawler/sitemap_follow.py)
 )
-OWN = ("step",)  # stored when the request itself sets them (the wandering spider's step)
+# Stored when the request itself sets them: the wandering spider's step; a sitemap poll's conditional
+# headers and a listed page's revisit_hint (seconds, from changefreq; crawler/sitemap_follow.py).
+OWN = ("step", "headers", "revisit_hint")
 
 
 def passthrough(meta: dict[str, Any]) -> dict[str, Any]:

@@ -10,12 +10,14 @@ from functools import cached_property
 from typing import Any
 
 from scrapy import Request
+from scrapy.crawler import Crawler
 from scrapy.http import Response, TextResponse
 from scrapy.link import Link
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.response import get_base_url
 from w3lib.url import canonicalize_url
 
+from crawler.sitemap_follow import SitemapFollower
 from crawler.spiders.base import LinkBounds, RedisSpider
 from utils.config.safe_regex import InvalidRegex, PatternSet, pattern_set
 from utils.observability.metrics import record_dropped
@@ -173,9 +175,22 @@ class _Collector:
 class LinkSpider(RedisSpider):
     name = "link"
 
-    def parse(self, response: Response, **_: Any) -> Iterator[Any]:
+    sitemaps: SitemapFollower
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LinkSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        assert isinstance(spider, LinkSpider)
+        spider.sitemaps = SitemapFollower.from_crawler(crawler)  # listens for robots.txt from the start
+        return spider
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         item = self.page(response)
         meta = response.meta
+        if meta.get("sitemaps"):  # a crawl that asked for sitemaps (crawler/sitemap_follow.py)
+            yield from self.sitemaps.requests(response, item, kwargs)
+        if meta.get("revisit_hint") is not None:
+            item["revisit_hint"] = meta["revisit_hint"]
         curdepth = int(meta.get("curdepth", 0))
         if curdepth < int(meta.get("maxdepth", 0)):
             priority = int(meta.get("priority", 1)) - 10

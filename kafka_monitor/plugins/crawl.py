@@ -47,6 +47,7 @@ class CrawlRequest(TypedDict, total=False):
     dupefilter: str
     revisit: dict[str, Any] | None
     refetch: bool
+    sitemaps: bool | str
 
 
 class CrawlHandler:

@@ -128,6 +128,12 @@ LINKS_PARSE_SECONDS_MAX = 3.0  # seconds; most time one page's link parse takes 
 RESPONSE_HEADERS_COUNT_MAX = 500  # headers; most response header lines a page keeps (the page flagged past it)
 RESPONSE_HEADERS_BYTES_MAX = 256 * 1024  # bytes; most bytes of header names and values a page keeps (flagged past it)
 
+# --- Sitemaps (a crawl's `sitemaps`, issue 31; docs/how-to/sitemaps.md) ------------------------
+SITEMAP_URLS_MAX = 50000  # entries; most URLs (or sitemaps of an index) kept from one sitemap file, the rest counted
+SITEMAP_BYTES_MAX = 50 * 1024 * 1024  # bytes; most XML read from one sitemap, after gzip decompression (rest counted)
+SITEMAP_DEPTH_MAX = 3  # levels; most sitemap indexes followed below the first sitemap (deeper ones counted, not read)
+SITEMAP_STATE_TTL = 30 * 86400  # seconds; a sitemap's seen-lastmod state expires this long after its last poll
+
 # --- Stats -------------------------------------------------------------------------------------
 STATS_TIMES = [900, 3600, 21600, 43200, 86400, 604800]  # seconds; rolling windows stats report
 STATS_BUCKET = 60  # seconds; resolution of time-bucketed counters (one hash field per bucket)

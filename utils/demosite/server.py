@@ -17,11 +17,13 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from utils.demosite.generator import HTML_TYPE, NOT_FOUND_BODY, Site
+from utils.demosite.sitemaps import SitemapSet
 
 MAX_HEAD_BYTES = 65536
 SERVED_METHODS = frozenset({"GET", "HEAD", "POST"})
 REASONS = {
     200: "OK",
+    304: "Not Modified",
     400: "Bad Request",
     403: "Forbidden",
     404: "Not Found",
@@ -85,6 +87,7 @@ class _Request:
     keep_alive: bool
     expects_continue: bool
     body_length: int
+    validators: tuple[str, str] = ("", "")  # If-None-Match, If-Modified-Since (the sitemaps answer 304)
 
     @property
     def connection_header(self) -> bytes:
@@ -131,6 +134,10 @@ def _parse_head(head: bytes) -> _Request:
         keep_alive=keep_alive,
         expects_continue=headers.get(b"expect", b"").lower() == b"100-continue",
         body_length=max(length, 0),
+        validators=(
+            headers.get(b"if-none-match", b"").decode("latin-1"),
+            headers.get(b"if-modified-since", b"").decode("latin-1"),
+        ),
     )
 
 
@@ -151,8 +158,10 @@ class SiteServer:
         fail_paths: dict[str, int] | None = None,
         extra_routes: dict[str, tuple[int, str, bytes]] | None = None,
         access_log: Path | None = None,
+        sitemaps: SitemapSet | None = None,
     ) -> None:
         self.site = site
+        self.sitemaps = sitemaps  # answered before the site's pages (utils/demosite/sitemaps.py)
         self.delay = delay
         self.fail_paths: dict[str, int] = dict(fail_paths or {})
         self.access_log = access_log
@@ -259,6 +268,9 @@ class SiteServer:
             ip = local_ip
         path = _path_of(request.target)
         response = self._route(ip, path) if request.method in SERVED_METHODS else NOT_ALLOWED
+        found = self.sitemaps.answer(path, *request.validators) if self.sitemaps is not None else None
+        if found is not None:
+            response = _Response.build(*found)
         host = self._labels.get(ip, ip)
         self.hits[(host, path)] += 1
         if self._log_file is not None:

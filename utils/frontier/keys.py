@@ -205,3 +205,10 @@ def rest_poll(uuid: str) -> str:
 def bloom_dupefilter(spiderid: str, crawlid: str) -> str:
     """Bitmap of a crawl's Bloom-filter dupefilter (DUPEFILTER_MODE bloom), idle expiry as the exact one."""
     return f"{spiderid}:dupefilter:{crawlid}:bloom"
+
+
+def sitemap_seen(spiderid: str, appid: str, crawlid: str, sitemap_id: str) -> str:
+    """HASH entry URL -> its lastmod at the last poll (unix s, 0 = none) of one sitemap of one crawl
+    (`sitemap_id`: 16 hex digits of the sitemap URL's fingerprint), plus the sitemap's own validators
+    (fields `\\tetag`, `\\tlast_modified`); expires SITEMAP_STATE_TTL after the last poll (issue 31)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:sitemap:{sitemap_id}"

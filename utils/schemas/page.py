@@ -53,6 +53,8 @@ class PageMessage(TypedDict, total=False):
     not_modified: bool  # a 304 answering a revisit's validators: no body, the stored version stands
     revisit: dict[str, Any]  # the page's revisit policy (crawler/revisit.py) and the request fields to send again
     fingerprint: str  # a user's change fingerprint (e.g. price and stock): compared instead of the body
+    sitemap: dict[str, Any]  # a sitemap's poll (crawler/sitemap_follow.py): kind, entries, queued, moved, counts
+    revisit_hint: int  # seconds: the changefreq a sitemap gave the page (0 = never); a hint for the revisit loop
 
 
 PAGE_FIELDS = frozenset(PageMessage.__annotations__)

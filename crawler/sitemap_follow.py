@@ -1,0 +1,227 @@
+"""A crawl's sitemaps (its `sitemaps` field, issue 31): found, read, and only what moved queued.
+
+`"sitemaps": true` finds the seed host's sitemaps in the `Sitemap:` lines of its robots.txt (the
+copy Scrapy's RobotsTxtMiddleware already fetched for the seed; fetched through the frontier when
+robots.txt is not obeyed), else at /sitemap.xml; a URL names the sitemap itself. A sitemap (any
+page of such a crawl whose body is one) is read within bounds (crawler/sitemaps.py); its entries
+are compared with what the last poll of that sitemap saw, kept in one Redis hash per crawl and
+sitemap (keys.sitemap_seen, SITEMAP_STATE_TTL), and only URLs that are new or whose lastmod moved
+are queued: new ones through the dupefilter like any link, moved ones past it (a revisit is not a
+duplicate). An index's sitemaps are followed the same way, SITEMAP_DEPTH_MAX levels deep at most,
+each with the If-None-Match / If-Modified-Since of its last poll. The listed pages are seeds of
+the crawl (depth 0, their links followed up to `maxdepth`) carrying `revisit_hint` (seconds, from
+changefreq). The allowed_domains and regex filters and a robots.txt already known here apply
+before queuing; the address policy and robots.txt apply again as to any request.
+A 304, or a body that is no sitemap, queues nothing. The state is written after the requests
+are handed to the scheduler, whose next flush (SCHEDULER_FLUSH_INTERVAL) writes them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from scrapy.robotstxt import ProtegoRobotParser
+from scrapy.utils.httpobj import urlparse_cached
+
+from crawler.sitemaps import Entry, Sitemap, read_sitemap
+from crawler.spider_output import crawl_filters_allow
+from utils.config.clients import redis_client
+from utils.frontier import keys
+from utils.frontier.fingerprint import fingerprint
+from utils.observability.metrics import record_dropped
+
+log = logging.getLogger(__name__)
+
+ETAG, LAST_MODIFIED = "\tetag", "\tlast_modified"  # the sitemap's own validators in its state hash
+CHUNK = 10_000  # fields per HMGET/HSET command
+ROBOTS_KEPT = 10_000  # hosts whose parsed robots.txt this process keeps for discovery
+
+
+class SitemapFollower:
+    """One per link spider; `requests(response, item, kwargs)` is called for pages of sitemap crawls."""
+
+    def __init__(self, client: Any, max_urls: int, max_bytes: int, max_depth: int, ttl: int, agent: str) -> None:
+        self.client = client
+        self.max_urls, self.max_bytes, self.max_depth, self.ttl = max_urls, max_bytes, max_depth, ttl
+        self.agent = agent
+        self.robots: dict[str, Any] = {}  # netloc -> Scrapy robots parser
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SitemapFollower:
+        shoal = crawler.settings["SHOAL"]
+        follower = cls(redis_client(shoal), shoal.get_int("SITEMAP_URLS_MAX"), shoal.get_int("SITEMAP_BYTES_MAX"),
+                       shoal.get_int("SITEMAP_DEPTH_MAX"), shoal.get_int("SITEMAP_STATE_TTL"),
+                       crawler.settings.get("ROBOTSTXT_USER_AGENT") or shoal.get_str("USER_AGENT"))  # fmt: skip
+        crawler.signals.connect(follower.on_robots, signal=signals.robots_parsed)
+        return follower
+
+    def on_robots(self, robotparser: Any, request: Request, **_: Any) -> None:
+        """Keep the robots.txt Scrapy parsed for a host: its Sitemap lines and its rules."""
+        if len(self.robots) >= ROBOTS_KEPT:
+            self.robots.clear()
+        self.robots[urlparse_cached(request).netloc] = robotparser
+
+    def requests(self, response: Response, item: dict[str, Any], kwargs: dict[str, Any]) -> Iterator[Request]:
+        meta = response.meta
+        if kwargs.get("sitemap_robots"):
+            yield from self._sitemaps(response, _robots_sitemaps(response))
+            return
+        depth = kwargs.get("sitemap_depth")
+        sitemap = Sitemap()
+        if response.status == 200 and response.body:
+            sitemap = read_sitemap(response.body, response.url, self.max_urls, self.max_bytes)
+        if sitemap.kind:
+            yield from self._poll(response, sitemap, int(depth or 0), item)
+        elif depth is not None:
+            outcome = "not_modified" if response.status == 304 else "not_a_sitemap"
+            item["sitemap"] = {"kind": "", "queued": 0, "outcome": outcome}
+        elif response.status == 200 and int(meta.get("curdepth", 0)) == 0:  # a seed (a 304 finds nothing new)
+            yield from self._discover(response)
+
+    # --- discovery ---------------------------------------------------------------------------------
+    def _discover(self, response: Response) -> Iterator[Request]:
+        named = response.meta.get("sitemaps")
+        if isinstance(named, str):
+            yield from self._sitemaps(response, [named])
+            return
+        parts = urlsplit(response.url)
+        parser = self.robots.get(parts.netloc)
+        if parser is None:  # robots.txt not obeyed here (or not parsed yet): read it as a page of the crawl
+            yield self._request(response, f"{parts.scheme}://{parts.netloc}/robots.txt", {"sitemap_robots": True})
+            return
+        found = list(getattr(getattr(parser, "rp", None), "sitemaps", ()) or ())
+        yield from self._sitemaps(response, found or [f"{parts.scheme}://{parts.netloc}/sitemap.xml"])
+
+    def _sitemaps(self, response: Response, urls: list[str]) -> Iterator[Request]:
+        for url in dict.fromkeys(response.urljoin(u.strip()) for u in urls[: self.max_urls] if u.strip()):
+            if url.startswith(("http://", "https://")):
+                yield self._request(response, url, {"sitemap_depth": 1})
+
+    def _request(self, response: Response, url: str, cb_kwargs: dict[str, Any], dont_filter: bool = False,
+                 headers: dict[str, str] | None = None) -> Request:  # fmt: skip
+        """A sitemap (or robots.txt) to read: at the crawl's own priority, ahead of the pages it lists."""
+        meta: dict[str, Any] = {"priority": int(response.meta.get("priority", 1)), "curdepth": 0}
+        if headers:
+            meta["headers"] = headers
+        return Request(url, meta=meta, cb_kwargs=cb_kwargs, dont_filter=dont_filter)
+
+    # --- a poll ------------------------------------------------------------------------------------
+    def _poll(self, response: Response, sitemap: Sitemap, depth: int, item: dict[str, Any]) -> Iterator[Request]:
+        meta = response.meta
+        spiderid = str(meta.get("spiderid") or "")
+        key = keys.sitemap_seen(spiderid, str(meta.get("appid")), str(meta.get("crawlid")), _id(_own_url(response)))
+        seen = self._seen(key, [entry.url for entry in sitemap.entries])
+        fresh: list[tuple[Entry, bool]] = []  # (entry, moved)
+        for entry, before in zip(sitemap.entries, seen, strict=True):
+            if before is None:
+                fresh.append((entry, False))
+            elif entry.lastmod and int(before) != entry.lastmod:
+                fresh.append((entry, True))
+        counts = {**sitemap.summary(), "unchanged": len(sitemap.entries) - len(fresh), "queued": 0,
+                  "moved": sum(moved for _, moved in fresh), "filtered": 0}  # fmt: skip
+        if sitemap.kind == "sitemapindex":
+            yield from self._children(response, fresh, depth, spiderid, counts)
+        else:
+            yield from self._pages(response, fresh, counts)
+        self._remember(key, fresh, response)
+        item["sitemap"] = counts
+        self._count(spiderid, response.url, counts)
+
+    def _pages(self, response: Response, fresh: list[tuple[Entry, bool]], counts: dict[str, Any]) -> Iterator[Request]:
+        meta = response.meta
+        base = int(meta.get("priority", 1)) - 10
+        robots = self.robots.get(urlparse_cached(response).netloc)
+        for entry, moved in fresh:
+            allowed = robots is None or robots.allowed(entry.url, self.agent)
+            if not allowed or not crawl_filters_allow(meta, entry.url):
+                counts["filtered"] += 1
+                continue
+            priority = base if entry.priority is None else base + round((entry.priority - 0.5) * 10)
+            page_meta: dict[str, Any] = {"curdepth": 0, "priority": priority, "sitemaps": None}  # not passed on
+            if entry.revisit_hint is not None:
+                page_meta["revisit_hint"] = entry.revisit_hint
+            counts["queued"] += 1
+            yield Request(entry.url, meta=page_meta, dont_filter=moved)
+
+    def _children(self, response: Response, fresh: list[tuple[Entry, bool]], depth: int, spiderid: str,
+                  counts: dict[str, Any]) -> Iterator[Request]:  # fmt: skip
+        if depth >= self.max_depth:
+            counts["too_deep"] = len(fresh)
+            return
+        meta = response.meta
+        fresh = [(entry, moved) for entry, moved in fresh if crawl_filters_allow(meta, entry.url)]
+        counts["filtered"] = counts["unchanged"] + len(fresh) - counts["entries"]
+        crawl = (spiderid, str(meta.get("appid")), str(meta.get("crawlid")))
+        validators = self._validators([keys.sitemap_seen(*crawl, _id(entry.url)) for entry, _ in fresh])
+        for (entry, moved), (etag, modified) in zip(fresh, validators, strict=True):
+            headers = {name: value for name, value in (("If-None-Match", etag), ("If-Modified-Since", modified))
+                       if value}  # fmt: skip
+            counts["queued"] += 1
+            yield self._request(response, entry.url, {"sitemap_depth": depth + 1}, moved, headers)
+
+    # --- state -------------------------------------------------------------------------------------
+    def _seen(self, key: str, urls: list[str]) -> list[Any]:
+        """The lastmod each URL had at the last poll (None: never listed), a few commands for 50,000."""
+        pipe = self.client.pipeline(transaction=False)
+        for start in range(0, len(urls), CHUNK):
+            pipe.hmget(key, urls[start : start + CHUNK])
+        return [value for part in pipe.execute() for value in part]
+
+    def _validators(self, state_keys: list[str]) -> list[tuple[str, str]]:
+        if not state_keys:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for key in state_keys:
+            pipe.hmget(key, [ETAG, LAST_MODIFIED])
+        return [tuple(_text(v) for v in pair) for pair in pipe.execute()]  # type: ignore[misc]
+
+    def _remember(self, key: str, fresh: list[tuple[Entry, bool]], response: Response) -> None:
+        validators = {ETAG: _header(response, b"ETag"), LAST_MODIFIED: _header(response, b"Last-Modified")}
+        pipe = self.client.pipeline(transaction=False)
+        for start in range(0, len(fresh), CHUNK):
+            pipe.hset(key, mapping={entry.url: entry.lastmod for entry, _ in fresh[start : start + CHUNK]})
+        pipe.hset(key, mapping=validators)
+        pipe.expire(key, self.ttl)
+        pipe.execute()
+
+    @staticmethod
+    def _count(spiderid: str, url: str, counts: dict[str, Any]) -> None:
+        for reason in ("over_limit", "other_host", "bad_lastmod", "filtered", "too_deep"):
+            if counts.get(reason):
+                record_dropped(spiderid, f"sitemap_{reason}", int(counts[reason]))
+        if counts["error"] or counts["truncated"] or counts["over_limit"] or counts.get("too_deep"):
+            log.warning("Sitemap read in part", extra={"url": url[:200], **counts})
+        log.info("Sitemap polled", extra={"url": url[:200], "kind": counts["kind"], "queued": counts["queued"],
+                                          "moved": counts["moved"], "unchanged": counts["unchanged"]})  # fmt: skip
+
+
+def _robots_sitemaps(response: Response) -> list[str]:
+    """The Sitemap lines of a robots.txt read as a page, else /sitemap.xml."""
+    body = response.body[:524288] if response.status == 200 else b""
+    found = list(ProtegoRobotParser(body, None).rp.sitemaps) if body else []
+    return found or [response.urljoin("/sitemap.xml")]
+
+
+def _own_url(response: Response) -> str:
+    """The URL the sitemap was asked for (its state's name), whatever redirects it went through."""
+    chain = response.meta.get("redirect_urls") or ()
+    return str(chain[0]) if chain else (response.request.url if response.request is not None else response.url)
+
+
+def _id(url: str) -> str:
+    return fingerprint(url).hex()
+
+
+def _header(response: Response, name: bytes) -> str:
+    value = response.headers.get(name)
+    return value.decode("latin-1")[:200] if value else ""
+
+
+def _text(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value or "")

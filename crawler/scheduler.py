@@ -33,6 +33,7 @@ from utils.config.settings import Settings
 from utils.frontier import Frontier, Lease, Settlement, keys
 from utils.frontier.domains import url_domain
 from utils.frontier.throttle import ThrottleConfig
+from utils.frontier.types import LATE_FETCH_SHARE
 from utils.observability import stats
 from utils.observability.metrics import (
     mark_loop,
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats (their TTL is HEARTBEAT_TIMEOUT)
 REDIS_BACKOFF = 1.0  # seconds an unanswered pop waits before the next try
-LATE_FETCH_SHARE = 0.02  # of an interval: a fetch this much after its lease moves the throttle slot
 CRAWL_DELAY_TTL = 86400  # seconds a robots.txt Crawl-delay is kept in Redis (rewritten hourly)
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from revisit.claims import Due
+from utils import schemas
 
-KEPT = ("allowed_domains", "allow_regex", "deny_regex", "deny_extensions", "useragent", "cookie", "attrs", "proxy",
-        "dupefilter")  # fmt: skip
+# Set here, whatever the page's request said; every other field of the crawl schema is carried again.
+DECIDED = frozenset({"url", "appid", "crawlid", "spiderid", "priority", "maxdepth", "curdepth", "headers", "revisit",
+                     "refetch", "uuid", "expires", "method", "body", "dont_filter"})  # fmt: skip
 
 
 def crawl_request(row: Due, priority_drop: int) -> dict[str, Any]:
@@ -17,7 +19,8 @@ def crawl_request(row: Due, priority_drop: int) -> dict[str, Any]:
     Its priority is the policy's, else its crawl's minus REVISIT_PRIORITY_DROP (never below 1).
     """
     known = row.request
-    request: dict[str, Any] = {name: known[name] for name in KEPT if known.get(name) is not None}
+    fields = schemas.schema("crawl")["properties"]
+    request: dict[str, Any] = {k: v for k, v in known.items() if k in fields and k not in DECIDED and v is not None}
     policy = {k: v for k, v in row.policy.items() if v is not None or k == "pages"}
     depth_left = max(int(known.get("maxdepth") or 0) - int(known.get("curdepth") or 0), 0)
     priority = policy.get("priority") or max(int(known.get("priority") or 1) - priority_drop, 1)

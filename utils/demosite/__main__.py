@@ -13,6 +13,7 @@ import signal
 from pathlib import Path
 
 from utils.demosite.catalogue import SHOP_HOST, generate_catalogue, with_catalogue
+from utils.demosite.changing import ChangingPages
 from utils.demosite.generator import Site, generate_site
 from utils.demosite.server import SiteServer
 
@@ -30,6 +31,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--access-log", type=Path, default=None, help="append one line per request here")
     parser.add_argument("--shop", type=int, default=0, metavar="PRODUCTS",
                         help="also serve a product catalogue of this many products on 127.18.0.1")  # fmt: skip
+    parser.add_argument("--changing", type=int, default=0, metavar="PAGES",
+                        help="also serve PAGES pages under /fresh/ (first host) that change over time")  # fmt: skip
+    parser.add_argument("--change-rate", type=float, default=1 / 60, metavar="PER_S",
+                        help="changes per second of odd /fresh/ pages (even ones never change)")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -74,7 +79,12 @@ def main(argv: list[str] | None = None) -> None:
         shop, catalogue = generate_catalogue(f"{SHOP_HOST}:{args.port}", products=args.shop, seed=args.seed)
         site = with_catalogue(site, shop)
         print(json.dumps({"shop_seed_url": catalogue.seed_url, "valid_products": len(catalogue.valid())}), flush=True)
-    asyncio.run(serve(SiteServer(site, delay=args.delay, access_log=args.access_log)))
+    changing = None
+    if args.changing:  # issue 31: every other page changes (Poisson, --change-rate), the others never
+        rates = [args.change_rate if i % 2 else 0.0 for i in range(args.changing)]
+        changing = ChangingPages(site.hosts[0], rates, seed=args.seed)
+        print(json.dumps({"changing_index_url": changing.index_url, "changing_pages": args.changing}), flush=True)
+    asyncio.run(serve(SiteServer(site, delay=args.delay, access_log=args.access_log, changing=changing)))
 
 
 if __name__ == "__main__":

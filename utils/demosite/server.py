@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
+from utils.demosite.changing import ChangingPages
 from utils.demosite.generator import HTML_TYPE, NOT_FOUND_BODY, Site
 from utils.demosite.sitemaps import SitemapSet
 
@@ -159,8 +160,10 @@ class SiteServer:
         extra_routes: dict[str, tuple[int, str, bytes]] | None = None,
         access_log: Path | None = None,
         sitemaps: SitemapSet | None = None,
+        changing: ChangingPages | None = None,
     ) -> None:
         self.site = site
+        self.changing = changing  # pages that change over time, with ETag/Last-Modified/304 (issue 31)
         self.sitemaps = sitemaps  # answered before the site's pages (utils/demosite/sitemaps.py)
         self.delay = delay
         self.fail_paths: dict[str, int] = dict(fail_paths or {})
@@ -269,6 +272,8 @@ class SiteServer:
         path = _path_of(request.target)
         response = self._route(ip, path) if request.method in SERVED_METHODS else NOT_ALLOWED
         found = self.sitemaps.answer(path, *request.validators) if self.sitemaps is not None else None
+        if found is None and self.changing is not None:
+            found = self.changing.answer(path, *request.validators)
         if found is not None:
             response = _Response.build(*found)
         host = self._labels.get(ip, ip)

@@ -23,6 +23,7 @@ from urllib.parse import urljoin, urlsplit
 from lxml import etree
 
 CHUNK = 256 * 1024  # bytes of XML fed to the parser at a time
+GZIP_INPUT = 64 * 1024  # bytes of gzip handed to zlib at a time
 FUTURE_SLACK = 86400  # seconds; a lastmod further ahead than this is not believed
 GZIP_MAGIC = b"\x1f\x8b"
 KINDS = ("urlset", "sitemapindex")
@@ -40,6 +41,7 @@ CHANGEFREQ_SECONDS = {
     "never": 0,
 }
 
+ENTRY_ENDS = (b"</url>", b"</sitemap>", b":url>", b":sitemap>")  # entries past the limit, counted in the raw XML
 _W3C = re.compile(
     r"^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?"
     r"(Z|z|[+-]\d{2}:?\d{2})?)?)?)?$"
@@ -97,22 +99,26 @@ def _bounded(body: bytes, max_bytes: int, sitemap: Sitemap) -> Iterator[bytes]:
         for start in range(0, min(len(body), max_bytes), CHUNK):
             yield body[start : min(start + CHUNK, max_bytes)]
         return
-    left, data = max_bytes, body
-    while data and left > 0:
-        inflater = zlib.decompressobj(wbits=31)
-        try:
-            while data and left > 0 and not inflater.eof:
-                piece = inflater.decompress(data, min(CHUNK, left))
-                data = inflater.unconsumed_tail
-                left -= len(piece)
-                if piece:
-                    yield piece
-        except zlib.error as exc:
-            sitemap.error = f"corrupt gzip: {exc}"
-            return
-        data = inflater.unused_data if inflater.eof else data  # next member of a multi-member gzip
-    if left <= 0 and data:
-        sitemap.truncated = True
+    view, pos, left = memoryview(body), 0, max_bytes
+    pending: bytes | memoryview = b""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        while left > 0:
+            if not pending:
+                if pos >= len(body):
+                    return
+                pending, pos = view[pos : pos + GZIP_INPUT], pos + GZIP_INPUT  # small inputs: no copy of the rest
+            piece = inflater.decompress(pending, min(CHUNK, left))
+            pending = inflater.unconsumed_tail
+            if inflater.eof:  # the next member of a multi-member gzip
+                pending, inflater = inflater.unused_data, zlib.decompressobj(wbits=31)
+            left -= len(piece)
+            if piece:
+                yield piece
+    except zlib.error as exc:
+        sitemap.error = f"corrupt gzip: {exc}"
+        return
+    sitemap.truncated = bool(pending) or pos < len(body)
 
 
 class _Reader:
@@ -133,6 +139,9 @@ class _Reader:
             for chunk in _chain(first, rest):
                 parser.feed(chunk)
                 if not self._events(parser):
+                    return
+                if len(self.sitemap.entries) >= self.max_urls:  # full: the rest is only counted
+                    self.sitemap.over_limit += sum(piece.count(end) for piece in rest for end in ENTRY_ENDS)
                     return
             parser.close()
             self._events(parser)

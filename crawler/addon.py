@@ -35,6 +35,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "crawler.guards.AddressPolicyMiddleware": 50,  # first in, last out: sees every request
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,  # retries go through Redis
         "crawler.downloader.RetryStatusMiddleware": 550,
+        "crawler.ladder.LadderMiddleware": 580,  # blocks and the domain's level (issue 33), before the pool
         "crawler.proxies.ProxyPoolMiddleware": 600,  # before HttpProxyMiddleware (750); bans before 550
         "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
         "crawler.downloader.PerRequestCookiesMiddleware": 700,

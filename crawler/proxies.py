@@ -54,6 +54,7 @@ class ProxyPoolMiddleware:
         self.turn: Counter[str] = Counter()  # domain -> requests sent (rotation)
         self.pending: Counter[tuple[str, str, str]] = Counter()  # (label, domain, field) -> n, not yet in Redis
         self.patterns: dict[str, tuple[str, re.Pattern[str]]] = {}
+        self.from_level = 0  # LADDER_PROXY_ONLY: 2, a domain goes through the pool from ladder level 2 (issue 33)
         self._loop: task.LoopingCall | None = None
 
     @classmethod
@@ -67,6 +68,7 @@ class ProxyPoolMiddleware:
         log.info("Proxy pool enabled", extra={"proxies": [proxy.label for proxy in pool.proxies]})
         middleware = cls(crawler, pool, codes, settings.get_int("PROXY_RETRY_TIMES"),
                          settings.get_float("PROXY_REFRESH"), exceptions)  # fmt: skip
+        middleware.from_level = 2 if settings.get_bool("LADDER_PROXY_ONLY") else 0
         crawler.signals.connect(middleware.open, signal=signals.spider_opened)
         crawler.signals.connect(middleware.close, signal=signals.spider_closed)
         return middleware
@@ -75,6 +77,8 @@ class ProxyPoolMiddleware:
     def process_request(self, request: Request) -> None:
         if request.meta.get("proxy") and POOL not in request.meta:
             return  # the crawl request's own proxy wins (a stored record has `proxy: null` otherwise)
+        if request.meta.get("shoal_ladder_level", 0) < self.from_level:
+            return  # crawler/ladder.py stamps the level; below 2 a domain goes direct
         domain = url_domain(request.url)
         label = self.choose(domain, request.meta.get(TRIED, []))
         if label is None:

@@ -81,6 +81,8 @@ class RetryPolicy:
             retry_after = _retry_after(error.response) if status in PAUSING_STATUSES else None
         elif isinstance(error, self.exceptions):
             status, retry_after = None, None
+        elif getattr(error, "dead_at_once", False):  # crawler.ladder.DomainPaused: a paused domain (issue 33)
+            return Decision("dead", _describe(failure))
         elif isinstance(error, IgnoreRequest):
             return _ignored(error, failure)
         else:

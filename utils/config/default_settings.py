@@ -228,6 +228,24 @@ PROXY_RETRY_TIMES = 5  # attempts; immediate retries through another proxy, apar
 PROXY_REFRESH = 1.0  # seconds; a spider re-reads the pool's quarantines from Redis this often
 PROXY_STATE_TTL = 604800  # seconds; idle expiry of the pool's counters and quarantines in Redis
 
+# --- Sites that push back: block detection and the per-domain ladder (issue 33) -----------------
+BLOCK_DETECTOR = "crawler.blocks.BlockDetector"  # import path of the block detector class (subclass it to add signs)
+BLOCK_STATUSES = [403, 429, 503]  # HTTP statuses; a response with one is a block detection
+BLOCK_MARKERS: list[str] = []  # list of RE2 regexes; a body matching one is a block (a domain adds its own in ZooKeeper)
+BLOCK_SMALL_RATIO = 0.1  # fraction; a 200 page smaller than this share of its domain's usual size is a block
+BLOCK_MIN_SAMPLES = 5  # pages; clean pages of a domain seen before its usual size and link count are trusted
+LADDER_ENABLED = True  # bool; detections move a domain up its ladder (off: detected and counted only)
+LADDER_LEVELS = [0, 1, 2, 3, 4]  # list of levels a domain may use: 0 configured, 1 slower, 2 proxied, 3 rendered, 4 paused
+LADDER_UP_AFTER = 3  # detections; a domain steps up after this many within LADDER_WINDOW
+LADDER_WINDOW = 60.0  # seconds; the window block detections are counted over
+LADDER_DOWN_AFTER = 20  # pages; a domain steps down after this many clean pages in a row
+LADDER_SLOW_DELAY = 5.0  # seconds; least gap between two fetches of a domain at level 1 and above
+LADDER_HISTORY = 100  # steps; most ladder steps kept per domain
+LADDER_STATE_TTL = 604800  # seconds; idle expiry of a domain's ladder state and history in Redis
+LADDER_REFRESH = 1.0  # seconds; a crawler re-reads a domain's ladder level from Redis this often
+LADDER_PROXY_ONLY = False  # bool; the proxy pool is used only for domains at level 2 and above (else for all)
+LADDER_RENDER_SPIDER = "render"  # spider name; where level 3 sends a domain's requests (while render nodes run)
+
 # --- REST --------------------------------------------------------------------------------------
 REST_HOST = "127.0.0.1"  # interface the REST gateway listens on
 REST_PORT = 5343  # TCP port of the REST gateway (Scrapy Cluster's FLASK_PORT)

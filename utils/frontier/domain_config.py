@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from utils.frontier.block_config import DomainBlocks, parse_blocks
 from utils.frontier.domains import host_domain
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class DomainConfig:
     domains: dict[str, DomainLimit] = field(default_factory=dict)
     blacklist: frozenset[str] = frozenset()
     extra: dict[str, Any] = field(default_factory=dict)  # per-domain keys Shoal does not throttle on
+    blocks: dict[str, DomainBlocks] = field(default_factory=dict)  # per-domain `blocks` (issue 33)
 
     def revisit(self, domain: str) -> dict[str, Any] | None:
         """The domain's `revisit` policy values (issue 31: `domains: {shop.example: {revisit: {max: 3600}}}`)."""
@@ -58,11 +60,14 @@ class DomainConfig:
         if not isinstance(data, dict):
             raise ValueError("domain config must be a mapping")
         domains = data.get("domains") or {}
-        return cls(
-            _limits(domains),
-            _blacklist(data.get("blacklist")),
-            {host_domain(str(d)): v for d, v in domains.items() if isinstance(v, dict)},
-        )
+        extra = {host_domain(str(d)): v for d, v in domains.items() if isinstance(v, dict)} \
+            if isinstance(domains, dict) else {}  # fmt: skip
+        blocks = {d: parse_blocks(d, v["blocks"]) for d, v in extra.items() if v.get("blocks") is not None}
+        return cls(_limits(domains), _blacklist(data.get("blacklist")), extra, blocks)
+
+    def domain_blocks(self, domain: str) -> DomainBlocks | None:
+        """The domain's block markers and ladder rules from its `blocks` entry (issue 33), if any."""
+        return self.blocks.get(host_domain(domain))
 
 
 def _blacklist(entries: Any) -> frozenset[str]:

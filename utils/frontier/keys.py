@@ -212,3 +212,25 @@ def sitemap_seen(spiderid: str, appid: str, crawlid: str, sitemap_id: str) -> st
     (`sitemap_id`: 16 hex digits of the sitemap URL's fingerprint), plus the sitemap's own validators
     (fields `\\tetag`, `\\tlast_modified`); expires SITEMAP_STATE_TTL after the last poll (issue 31)."""
     return f"{spiderid}:crawl:{appid}:{crawlid}:sitemap:{sitemap_id}"
+
+
+# --- Block escalation ladder (issue 33; utils/frontier/ladder.py) --------------------------------
+def ladder(spiderid: str, domain: str) -> str:
+    """HASH of a domain's ladder state: level, since (unix s), reason, by, clean (pages in a row).
+    The ladder keys of a spider share the hash tag `{<spiderid>:ladder}` (one script call, one slot)."""
+    return f"{{{spiderid}:ladder}}:{domain}"
+
+
+def ladder_detections(spiderid: str, domain: str) -> str:
+    """ZSET `<unix s>:<process>:<reason>` -> unix s: the domain's block detections within its ladder window."""
+    return f"{{{spiderid}:ladder}}:{domain}:detections"
+
+
+def ladder_history(spiderid: str, domain: str) -> str:
+    """LIST of the domain's ladder steps (JSON: at, from, to, reason, by), newest first, LADDER_HISTORY long."""
+    return f"{{{spiderid}:ladder}}:{domain}:history"
+
+
+def ladder_domains(spiderid: str) -> str:
+    """ZSET domain -> level: every domain of the spider that ever left level 0 (REST, dashboard, metrics)."""
+    return f"{{{spiderid}:ladder}}:domains"

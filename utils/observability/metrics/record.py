@@ -11,6 +11,7 @@ import time
 
 from utils.observability.metrics.registry import (
     BATCH_SECONDS,
+    BLOCKS,
     CRAWLS_ENDED,
     DEAD_LETTERS,
     DEPENDENCY_UP,
@@ -110,6 +111,11 @@ def record_page(spiderid: str, status: int | str | None, size: int = 0, seconds:
 def record_retry(spiderid: str, reason: str) -> None:
     """A request put back to be retried; reason e.g. "503" or "TimeoutError"."""
     RETRIES.labels(LABELS("spiderid", spiderid), LABELS("retry_reason", reason)).inc()
+
+
+def record_block(spiderid: str, reason: str) -> None:
+    """A response called a block (status_429, marker, small_page, ...); per domain it is counted in Redis."""
+    BLOCKS.labels(LABELS("spiderid", spiderid), LABELS("block_reason", reason)).inc()
 
 
 def record_throttle_denials(spiderid: str, n: int) -> None:

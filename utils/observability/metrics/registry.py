@@ -112,6 +112,10 @@ RETRIES = Counter(
     "shoal_retries_total", "Requests put back to be tried again, by reason", ["spiderid", "reason"],
     registry=REGISTRY,
 )  # fmt: skip
+BLOCKS = Counter(
+    "shoal_blocks_total", "Responses the block detector called a site pushing back, by reason (issue 33)",
+    ["spiderid", "reason"], registry=REGISTRY,
+)  # fmt: skip
 THROTTLE_DENIALS = Counter(
     "shoal_throttle_denials_total", "Domains a pop passed over because their throttle window was full",
     ["spiderid"], registry=REGISTRY,

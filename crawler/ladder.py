@@ -1,0 +1,183 @@
+"""Downloader middleware of the block escalation ladder (issue 33): detect, step, fetch at the level.
+
+A leased request is stamped with its domain's level when it goes to the downloader and finishes at
+that level whatever the domain does meanwhile (a redirect keeps the stamp). Level 1 and above: the
+domain's throttle holds LADDER_SLOW_DELAY between hits cluster-wide (set when it steps up, lifted
+when it comes back to 0), and a 429/503's Retry-After holds it back as for any retry. Level 2: the
+proxy pool takes the request (with LADDER_PROXY_ONLY, only from there). Level 3: the request moves
+to the render spider's queue while render nodes report. Level 4: each request is dead-lettered.
+
+A response the detector calls a block counts against the domain and is retried through Redis (so it
+is fetched again at the level the domain has by then); a clean page of a domain above 0 counts
+towards its way down.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+from redis.exceptions import RedisError
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Response
+from scrapy.utils.misc import load_object
+
+from crawler.blocks import Detector
+from crawler.meta import LEASE
+from crawler.retry import RetryableStatus
+from crawler.signals import lease_settled
+from utils.config.clients import redis_client
+from utils.config.settings import Settings
+from utils.frontier import keys
+from utils.frontier.block_config import LEVEL_NAMES, LadderRules
+from utils.frontier.ladder import Ladder, Step, rules_from_settings
+from utils.observability.metrics import record_block
+
+log = logging.getLogger(__name__)
+
+LEVEL = "shoal_ladder_level"  # request meta: the level the request is fetched at
+SLOWER, PROXIED, RENDERED, PAUSED = 1, 2, 3, 4
+
+
+class DomainPaused(IgnoreRequest):
+    """The domain is at level 4: the request is dead-lettered at once (crawler/retry.py)."""
+
+    dead_at_once = True
+
+
+class MovedToRender(IgnoreRequest):
+    """The request went to the render spider's queue; its lease is already settled."""
+
+
+class LadderMiddleware:
+    def __init__(self, crawler: Crawler, settings: Settings, ladder: Ladder, detector: Detector) -> None:
+        self.crawler, self.ladder, self.detector = crawler, ladder, detector
+        self.rules = rules_from_settings(settings)
+        self.enabled = settings.get_bool("LADDER_ENABLED")
+        self.refresh = settings.get_float("LADDER_REFRESH")
+        self.slow_delay = settings.get_float("LADDER_SLOW_DELAY")
+        self.state_ttl = settings.get_int("LADDER_STATE_TTL")
+        self.render_spider = settings.get_str("LADDER_RENDER_SPIDER")
+        self.render_alive = settings.get_float("HEARTBEAT_TIMEOUT")
+        self.by = f"{socket.gethostname()}:{os.getpid()}"
+        self.cache: dict[str, tuple[float, int]] = {}  # domain -> (read at, level)
+        self.renderers: tuple[float, bool] = (0.0, False)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> LadderMiddleware:
+        settings: Settings = crawler.settings["SHOAL"]
+        if not settings.get_list("BLOCK_STATUSES") and not settings.get_list("BLOCK_MARKERS") \
+                and not settings.get_float("BLOCK_SMALL_RATIO") and not settings.get_bool("LADDER_ENABLED"):
+            raise NotConfigured("block detection is off")  # fmt: skip
+        detector = load_object(settings.get_str("BLOCK_DETECTOR")).from_settings(settings)
+        ladder = Ladder.from_settings(settings, redis_client(settings, decode=True))
+        return cls(crawler, settings, ladder, detector)
+
+    # --- Scrapy's downloader middleware interface --------------------------------------------------
+    def process_request(self, request: Request, spider: Spider) -> None:
+        lease = request.meta.get(LEASE)
+        if lease is None or not self.enabled:
+            return
+        if LEVEL not in request.meta:
+            request.meta[LEVEL] = self.level(spider, lease.domain)
+        level = request.meta[LEVEL]
+        if level >= PAUSED:
+            raise DomainPaused(f"domain {lease.domain} is paused (ladder level 4)")
+        if level == RENDERED and spider.name != self.render_spider and self.render_nodes():
+            self.move_to_render(request, spider, lease)
+
+    def process_response(self, request: Request, response: Response, spider: Spider) -> Response:
+        lease = request.meta.get(LEASE)
+        if lease is None:
+            return response
+        blocks = self.domain_blocks(spider, lease.domain)
+        found = self.detector.detect(response, lease.domain, blocks.markers if blocks else ())
+        level = int(request.meta.get(LEVEL, 0))
+        if found is not None:
+            record_block(spider.name, found.reason)
+            log.warning("Block detected", extra={"spiderid": spider.name, "domain": lease.domain, "url": response.url,
+                                                 "reason": found.reason, "detail": found.detail, "level": level})
+            self.step(spider, lease.domain, self.ladder.detect, found.reason)
+            if not request.meta.get("dont_retry"):
+                raise RetryableStatus(response)
+        elif level > 0 or self.cache.get(lease.domain, (0.0, 0))[1] > 0:
+            self.step(spider, lease.domain, lambda s, d, r, b, rules: self.ladder.clean(s, d, 1, b, rules), "clean")
+        return response
+
+    # --- Levels -----------------------------------------------------------------------------------
+    def level(self, spider: Spider, domain: str) -> int:
+        """The domain's level: pinned in ZooKeeper, else Redis' (re-read every LADDER_REFRESH)."""
+        blocks = self.domain_blocks(spider, domain)
+        if blocks is not None and blocks.pinned is not None:
+            return blocks.pinned
+        now = time.monotonic()
+        read_at, level = self.cache.get(domain, (-self.refresh, 0))
+        if now - read_at >= self.refresh:
+            try:
+                level = self.ladder.levels(spider.name, [domain])[domain]
+            except RedisError as exc:  # keep the last view; Redis decides again at the next read
+                log.warning("Could not read a domain's ladder level", extra={"domain": domain, "error": str(exc)})
+            self.cache[domain] = (now, level)
+        return level
+
+    def step(self, spider: Spider, domain: str, event: Any, reason: str) -> None:
+        """One event on the domain's ladder; a step is logged and its throttle changed."""
+        if not self.enabled:
+            return
+        blocks = self.domain_blocks(spider, domain)
+        rules: LadderRules = blocks.rules if blocks is not None and blocks.rules is not None else self.rules
+        try:
+            step: Step = event(spider.name, domain, reason, self.by, rules)
+        except RedisError as exc:
+            log.warning("Could not record a ladder event", extra={"domain": domain, "error": str(exc)})
+            return
+        self.cache[domain] = (time.monotonic(), step.level)
+        if step.changed:
+            self.stepped(spider, domain, step, reason)
+
+    def stepped(self, spider: Spider, domain: str, step: Step, reason: str) -> None:
+        log.warning("Domain ladder step", extra={
+            "spiderid": spider.name, "domain": domain, "from": step.before, "to": step.level,
+            "state": LEVEL_NAMES[step.level], "reason": reason})  # fmt: skip
+        if (step.before == 0) == (step.level == 0):
+            return
+        scheduler = getattr(getattr(self.crawler.engine, "_slot", None), "scheduler", None)
+        if scheduler is None or not hasattr(scheduler, "throttle"):
+            return
+        delay = self.slow_delay if step.level > 0 else 0.0
+        try:
+            key = scheduler.throttle.policy().key(domain)
+            scheduler.frontier.set_throttle_delay(domain, key, delay, self.state_ttl if delay else 1)
+        except RedisError as exc:
+            log.warning("Could not change a domain's throttle delay", extra={"domain": domain, "error": str(exc)})
+
+    def render_nodes(self) -> bool:
+        """Whether a render process reported within HEARTBEAT_TIMEOUT (read at most every LADDER_REFRESH)."""
+        now = time.monotonic()
+        if now - self.renderers[0] >= self.refresh:
+            try:
+                alive = bool(self.ladder.client.zcount(keys.RENDERERS, time.time() - self.render_alive, "+inf"))
+            except RedisError:
+                alive = self.renderers[1]
+            self.renderers = (now, alive)
+        return self.renderers[1]
+
+    def move_to_render(self, request: Request, spider: Spider, lease: Any) -> None:
+        """Queue the request for the render spider (its own dupefilter) and settle this lease."""
+        scheduler = self.crawler.engine._slot.scheduler  # type: ignore[union-attr]
+        meta = {k: v for k, v in request.meta.items() if k not in (LEASE, LEVEL) and not k.startswith("download_")}
+        moved = request.replace(meta={**meta, "spiderid": self.render_spider}, dont_filter=True)
+        scheduler.enqueue_request(moved)
+        lease_settled(self.crawler, request.meta.pop(LEASE), "rerouted", {})
+        log.info("Moved a request to the render spider",
+                 extra={"spiderid": spider.name, "domain": lease.domain, "url": request.url})  # fmt: skip
+        raise MovedToRender(f"{request.url} moved to {self.render_spider}")
+
+    def domain_blocks(self, spider: Spider, domain: str) -> Any:
+        config = getattr(spider, "domain_config", None)
+        return config().domain_blocks(domain) if config is not None else None

@@ -1,0 +1,170 @@
+"""The per-domain escalation ladder (issue 33) in a real Redis: steps up after N detections in a
+window, down after M clean pages, paused until reset by hand, every step kept in the history; and
+the crawler's middleware on real Scrapy requests and responses stepping it, retrying blocks,
+dead-lettering a paused domain's requests and moving level 3's to the render spider."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import redis
+from scrapy import Request, Spider
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+from twisted.python.failure import Failure
+
+from crawler.blocks import BlockDetector
+from crawler.ladder import LEVEL, DomainPaused, LadderMiddleware, MovedToRender
+from crawler.meta import LEASE
+from crawler.retry import RetryableStatus, RetryPolicy
+from crawler.signals import connect_settled
+from utils.config.settings import Settings
+from utils.frontier import Lease, keys
+from utils.frontier.block_config import LadderRules
+from utils.frontier.domain_config import DomainConfig
+from utils.frontier.ladder import Ladder
+
+pytestmark = pytest.mark.integration
+RULES = LadderRules((0, 1, 2, 3, 4), up_after=3, window=60.0, down_after=2)
+
+
+@pytest.fixture
+def ladder(redis_db: redis.Redis) -> Ladder:
+    return Ladder(redis_db, history=5, ttl=600)
+
+
+def test_steps_up_after_n_detections_and_down_after_m_clean_pages(ladder: Ladder) -> None:
+    steps = [ladder.detect("link", "shop.test", "status_429", "c1", RULES).level for _ in range(7)]
+    assert steps == [0, 0, 1, 1, 1, 2, 2]  # the window's detections are cleared by each step
+    assert ladder.clean("link", "shop.test", 1, "c1", RULES).level == 2
+    assert ladder.clean("link", "shop.test", 1, "c1", RULES).level == 1
+    ladder.detect("link", "shop.test", "marker", "c1", RULES)  # a detection restarts the clean run
+    assert ladder.clean("link", "shop.test", 1, "c1", RULES).level == 1
+    assert ladder.clean("link", "shop.test", 1, "c1", RULES).level == 0
+    state = ladder.state("link", "shop.test")
+    assert [(s["from"], s["to"], s["reason"]) for s in state["history"]] == [
+        (1, 0, "clean pages"), (2, 1, "clean pages"), (1, 2, "status_429"), (0, 1, "status_429")]
+    assert state["detections"] == 8 and state["level"] == 0 and state["state"] == "configured"
+    assert ladder.domains("link") == {"shop.test": 0}
+
+
+def test_detections_older_than_the_window_do_not_count(ladder: Ladder) -> None:
+    rules = LadderRules((0, 1), up_after=2, window=0.05, down_after=5)
+    ladder.detect("link", "slow.test", "status_403", "c1", rules)
+    time.sleep(0.1)  # past the 50 ms window
+    assert ladder.detect("link", "slow.test", "status_403", "c1", rules).level == 0
+    assert ladder.detect("link", "slow.test", "status_403", "c1", rules).level == 1
+
+
+def test_rungs_the_domain_does_not_use_are_skipped_and_paused_waits_for_a_hand(ladder: Ladder) -> None:
+    rules = LadderRules((0, 4), up_after=1, window=60.0, down_after=1)
+    assert ladder.detect("link", "ban.test", "status_403", "c1", rules).level == 4
+    assert ladder.clean("link", "ban.test", 10, "c1", rules).level == 4  # nothing leaves paused by itself
+    assert ladder.state("link", "ban.test")["state"] == "paused"
+    step = ladder.set_level("link", "ban.test", 0, reason="reset by hand")
+    assert (step.before, step.level) == (4, 0)
+    assert ladder.state("link", "ban.test")["history"][0] | {"at": 0} == \
+        {"at": 0, "from": 4, "to": 0, "reason": "reset by hand", "by": "hand"}  # fmt: skip
+
+
+def test_history_is_bounded(ladder: Ladder) -> None:
+    for level in [1, 2, 3, 4, 0, 1, 2]:
+        ladder.set_level("link", "h.test", level)
+    history = ladder.state("link", "h.test")["history"]
+    assert [step["to"] for step in history] == [2, 1, 0, 4, 3]  # LADDER_HISTORY 5, newest first
+
+
+def test_a_level_that_does_not_exist_is_refused(ladder: Ladder) -> None:
+    with pytest.raises(ValueError, match="not a level"):
+        ladder.set_level("link", "shop.test", 5)
+
+
+# --- The crawler's middleware ---------------------------------------------------------------------
+class Spy(SimpleNamespace):
+    """The scheduler's two hooks the middleware uses: enqueue (level 3) and the throttle delay."""
+
+    def enqueue_request(self, request: Request) -> bool:
+        self.enqueued.append(request)
+        return True
+
+
+@pytest.fixture
+def middleware(redis_db: redis.Redis) -> tuple[LadderMiddleware, Spider, list[Any], Spy]:
+    settings = Settings.load(environ={}, overrides={"LADDER_UP_AFTER": "2", "LADDER_DOWN_AFTER": "2", "LADDER_REFRESH": "0"})
+    crawler = get_crawler(settings_dict={"SHOAL": settings})
+    delays: list[tuple[str, float]] = []
+    throttle = SimpleNamespace(policy=lambda: SimpleNamespace(key=lambda domain: domain))
+    frontier = SimpleNamespace(set_throttle_delay=lambda domain, key, delay, ttl: delays.append((domain, delay)))
+    scheduler = Spy(throttle=throttle, frontier=frontier, enqueued=[], delays=delays)
+    crawler.engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=scheduler))  # type: ignore[assignment]
+    settled: list[Any] = []
+    connect_settled(crawler, lambda lease, outcome, details: settled.append((lease.request_id, outcome)))
+    mw = LadderMiddleware(crawler, settings, Ladder(redis_db, 10, 600), BlockDetector.from_settings(settings))
+    spider = Spider("link")
+    config = DomainConfig.parse("domains: {shop.test: {blocks: {markers: ['g-recaptcha']}}}")
+    spider.domain_config = lambda: config  # type: ignore[attr-defined]
+    return mw, spider, settled, scheduler
+
+
+def leased(n: int, domain: str = "shop.test") -> Request:
+    record = {"appid": "a", "crawlid": "c", "url": f"http://{domain}/{n}", "spiderid": "link"}
+    return Request(record["url"], meta={LEASE: Lease("link", domain, f"{n:016x}", record)})
+
+
+def answer(request: Request, status: int = 200, body: bytes = b"<html><a href='/x'>x</a></html>") -> HtmlResponse:
+    return HtmlResponse(request.url, status=status, body=body, request=request)
+
+
+def test_blocks_are_retried_and_step_the_domain_up_then_clean_pages_bring_it_down(
+    middleware: tuple[LadderMiddleware, Spider, list[Any], Spy],
+) -> None:
+    mw, spider, _, scheduler = middleware
+    for n, response in enumerate([dict(status=429), dict(body=b"<div class='g-recaptcha'></div>")]):
+        request = leased(n)
+        mw.process_request(request, spider)
+        assert request.meta[LEVEL] == 0
+        with pytest.raises(RetryableStatus):
+            mw.process_response(request, answer(request, **response), spider)  # type: ignore[arg-type]
+    assert mw.ladder.state("link", "shop.test")["level"] == 1
+    assert scheduler.delays == [("shop.test", 5.0)]  # LADDER_SLOW_DELAY between hits, cluster-wide
+    for n in (10, 11):
+        request = leased(n)
+        mw.process_request(request, spider)
+        assert request.meta[LEVEL] == 1
+        mw.process_response(request, answer(request), spider)
+    state = mw.ladder.state("link", "shop.test")
+    assert state["level"] == 0 and [s["to"] for s in state["history"]] == [0, 1]
+    assert scheduler.delays[-1] == ("shop.test", 0.0)
+
+
+def test_a_paused_domains_request_is_dead_lettered(middleware: tuple[LadderMiddleware, Spider, list[Any], Spy]) -> None:
+    mw, spider, _, _ = middleware
+    mw.ladder.set_level("link", "shop.test", 4)
+    request = leased(1)
+    with pytest.raises(DomainPaused) as raised:
+        mw.process_request(request, spider)
+    failure = Failure(raised.value)
+    policy = RetryPolicy(3, 1.0, 60.0, 600.0, -1, ())
+    assert policy.decide(failure, 0).outcome == "dead"
+
+
+def test_level_3_moves_the_request_to_the_render_spider_while_render_nodes_report(
+    middleware: tuple[LadderMiddleware, Spider, list[Any], Spy], redis_db: redis.Redis,
+) -> None:
+    mw, spider, settled, scheduler = middleware
+    mw.ladder.set_level("link", "shop.test", 3)
+    mw.ladder.client = redis_db
+    request = leased(1)
+    mw.process_request(request, spider)  # no render node: fetched here (through the pool, slower)
+    assert request.meta[LEVEL] == 3 and not scheduler.enqueued
+    redis_db.zadd(keys.RENDERERS, {"host:1": time.time()})
+    mw.renderers = (0.0, False)
+    request = leased(2)
+    with pytest.raises(MovedToRender):
+        mw.process_request(request, spider)
+    moved = scheduler.enqueued[0]
+    assert moved.meta["spiderid"] == "render" and LEASE not in moved.meta and moved.url == request.url
+    assert settled == [(f"{2:016x}", "rerouted")]

@@ -56,7 +56,15 @@ install:
 		echo "the checkout moved from $$made_in: making $(VENV) again"; rm -rf $(VENV); fi
 	@$(MAKE) --no-print-directory $(VENV)/.installed
 
-install-test: install $(VENV)/.installed-test
+install-test: install $(VENV)/.installed-test $(PYWB)/bin/wayback
+
+# pywb replays the warc component's archives in tests/e2e/test_warc_archive.py. It gets a venv of its own:
+# it pins redis 2.10 and an old greenlet, which Shoal's venv cannot take (redis>=5, Playwright's greenlet).
+PYWB_VERSION := 2.10.0
+PYWB := .shoal/pywb
+$(PYWB)/bin/wayback:
+	$(PYTHON) -m venv --clear $(PYWB)
+	$(PYWB)/bin/pip install --quiet 'pywb==$(PYWB_VERSION)'
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

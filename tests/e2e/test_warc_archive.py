@@ -1,0 +1,160 @@
+"""Issue 35: a crawl archived as WARC/1.1 by the warc component, read back with warcio and replayed by pywb;
+and a warc process killed with SIGKILL mid-stream loses no page and leaves no unreadable file."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.support import pywb
+from tests.support.cluster import TestCluster
+from tests.support.kafka import produce
+from tests.support.services import wait_until
+from utils.demosite import SiteServer, generate_site
+from utils.services import free_port
+from warc.records import IDENTICAL, NOT_MODIFIED, sha1_digest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+def archived(directory: Path) -> list[dict[str, Any]]:
+    """Every record of every closed file (warcio reads each whole, digests checked)."""
+    out = []
+    for path in sorted(directory.glob("*.warc.gz")):
+        with open(path, "rb") as stream:
+            for record in ArchiveIterator(stream, check_digests="raise"):
+                out.append({"file": path.name, "type": record.rec_type, "headers": dict(record.rec_headers.headers),
+                            "status": record.http_headers.get_statuscode() if record.http_headers else None,
+                            "payload": record.content_stream().read()})  # fmt: skip
+    return out
+
+
+def by_url(records: list[dict[str, Any]], *types: str) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        if record["type"] in types:
+            found[record["headers"]["WARC-Target-URI"]].append(record)
+    return found
+
+
+def warc_env(cluster: TestCluster, directory: Path, **more: str) -> None:
+    values = {"WARC_DIR": str(directory), "WARC_GROUP": f"{cluster.prefix}-warc", "WARC_MAX_AGE": "1",
+              "KAFKA_CONSUMER_TIMEOUT": "100", **more}  # fmt: skip
+    cluster.env.update({f"SHOAL_{k}": v for k, v in values.items()})
+
+
+def crawl(cluster: TestCluster, seeds: list[str], crawlid: str) -> None:
+    produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.incoming_topic,
+            [{"url": seed, "appid": "warcapp", "crawlid": crawlid, "maxdepth": 10, "deny_extensions": []}
+             for seed in seeds])  # fmt: skip
+
+
+@pytest.mark.parametrize("cluster", [{"QUEUE_HITS": 1000, "QUEUE_WINDOW": 1, "QUEUE_MODERATED": False}], indirect=True)
+def test_a_crawl_is_archived_read_back_by_warcio_and_replayed_by_pywb(cluster: TestCluster, tmp_path: Path) -> None:
+    wayback = pywb.wayback()  # built before the crawl when make install-test has not
+    site = generate_site(hosts=1, pages_per_host=25, seed=35, base_ip_octet=35, port=free_port())
+    directory = tmp_path / "warc"
+    warc_env(cluster, directory)
+    with SiteServer(site):
+        seeds = site.seed_urls()
+        expected = set(site.reachable(seeds, 10, obey_robots=True))
+        cluster.start("kafka-monitor")
+        cluster.start("crawl", "--spider", "link")
+        warc = cluster.start("warc")
+        crawl(cluster, seeds, "first")
+        wait_until(lambda: set(by_url(archived(directory), "response")) >= expected, 150)
+        first = by_url(archived(directory), "response")
+        crawl(cluster, seeds, "second")  # the same bytes again: revisits, not copies
+        wait_until(lambda: sum(len(v) for v in by_url(archived(directory), "response", "revisit").values())
+                   >= 2 * len(expected), 150)  # fmt: skip
+        assert warc.stop() == 0
+    assert not list(directory.glob("*.open"))
+    records = archived(directory)
+    requests = by_url(records, "request")
+    ok = [url for url in expected if site.pages[url].status == 200]
+    for url in expected:
+        served = site.pages[url]
+        response = first[url][0]
+        assert response["status"] == str(served.status), url
+        assert response["payload"] == served.body, url
+        assert response["headers"]["WARC-Payload-Digest"] == sha1_digest(served.body), url
+        assert response["headers"]["WARC-IP-Address"] == "127.0.0.35"
+        assert requests[url], url
+    revisits = by_url(records, "revisit")
+    for url in ok:
+        (again,) = revisits[url]
+        assert again["headers"]["WARC-Profile"] == IDENTICAL
+        assert again["headers"]["WARC-Refers-To-Date"] == first[url][0]["headers"]["WARC-Date"]
+    not_modified = [r for r in records if r["status"] == "304"]
+    assert all(r["type"] == "revisit" and r["headers"]["WARC-Profile"] == NOT_MODIFIED for r in not_modified)
+    links = [r for r in records if r["type"] == "metadata" and r["payload"].startswith(b"outlink: ")]
+    assert links
+
+    # pywb replays the archive from the warc component's own CDXJ indexes.
+    files = sorted(directory.glob("*.warc.gz"))
+    pywb.collection(tmp_path / "replay", "shoal", files)
+    port = free_port()
+    server = subprocess.Popen([str(wayback), "-p", str(port), "-b", "127.0.0.1"], cwd=tmp_path / "replay",
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        html = [url for url in ok if site.pages[url].content_type.startswith("text/html")][:3]
+        assert len(html) == 3
+        for url in html:
+            stamp = first[url][0]["headers"]["WARC-Date"][:19].replace("-", "").replace(":", "").replace("T", "")
+            replay = f"http://127.0.0.1:{port}/shoal/{stamp}id_/{url}"
+            wait_until(lambda r=replay: _answers(r), 60)
+            answer = httpx.get(replay, timeout=10)
+            assert answer.status_code == 200, replay
+            assert answer.content == site.pages[url].body, url
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+def test_a_warc_process_killed_mid_stream_leaves_every_page_in_a_closed_readable_file(
+    cluster: TestCluster, tmp_path: Path
+) -> None:
+    directory = tmp_path / "warc"
+    warc_env(cluster, directory, WARC_BATCH="5", WARC_MAX_AGE="3600")
+    firehose = cluster.settings.topic("crawled_firehose")
+    bootstrap = cluster.settings.get_list("KAFKA_HOSTS")[0]
+    pages = [_page(i) for i in range(400)]
+    first = cluster.start("warc")
+    produce(bootstrap, firehose, pages[:200])
+    wait_until(lambda: any(p.stat().st_size > 20_000 for p in directory.glob("*.open")), 60)
+    first.kill()  # SIGKILL: an open file, records past the last commit, perhaps one half written
+    first.process.wait(10)
+    produce(bootstrap, firehose, pages[200:])
+    burst = cluster.start("warc", "--burst")
+    assert burst.process.wait(120) == 0
+    assert not list(directory.glob("*.open"))
+    records = archived(directory)
+    responses = by_url(records, "response")
+    assert set(responses) == {page["url"] for page in pages}
+    for url, copies in responses.items():  # a replayed batch: whole records of the same fetch
+        assert len({(c["headers"]["WARC-Date"], c["headers"]["WARC-Payload-Digest"]) for c in copies}) == 1, url
+    for path in directory.glob("*.warc.gz"):
+        assert path.with_name(path.name + ".cdxj").stat().st_size > 0
+
+
+def _page(i: int) -> dict[str, Any]:
+    url = f"http://127.0.0.1:9/page-{i}.html"
+    return {"url": url, "response_url": url, "status_code": 200, "status_msg": "OK", "success": True,
+            "response_headers": {"Content-Type": ["text/html"]}, "request_headers": {},
+            "body": f"<html><body>page {i} " + "lorem ipsum " * 300 + "</body></html>", "encoding": "utf-8",
+            "links": [], "appid": "a", "crawlid": "c", "spiderid": "link", "http_version": "HTTP/1.1",
+            "remote_address": "127.0.0.1", "fetch_time": f"2026-11-26T10:00:{i % 60:02d}.{i:06d}",
+            "timestamp": "2026-11-26T10:01:00"}  # fmt: skip

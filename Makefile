@@ -56,12 +56,13 @@ install:
 		echo "the checkout moved from $$made_in: making $(VENV) again"; rm -rf $(VENV); fi
 	@$(MAKE) --no-print-directory $(VENV)/.installed
 
-install-test: install $(VENV)/.installed-test $(PYWB)/bin/wayback
-
 # pywb replays the warc component's archives in tests/e2e/test_warc_archive.py. It gets a venv of its own:
 # it pins redis 2.10 and an old greenlet, which Shoal's venv cannot take (redis>=5, Playwright's greenlet).
 PYWB_VERSION := 2.10.0
 PYWB := .shoal/pywb
+
+install-test: install $(VENV)/.installed-test $(PYWB)/bin/wayback
+
 $(PYWB)/bin/wayback:
 	$(PYTHON) -m venv --clear $(PYWB)
 	$(PYWB)/bin/pip install --quiet 'pywb==$(PYWB_VERSION)'

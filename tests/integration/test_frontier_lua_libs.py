@@ -4,6 +4,8 @@ agree with their Python side, run on a real Redis."""
 from __future__ import annotations
 
 import inspect
+import re
+from importlib import resources
 
 import pytest
 import redis
@@ -44,3 +46,11 @@ def test_one_rule_tells_the_spider_of_a_throttle_prefix_in_python_and_lua(redis_
         lua = run_lua(redis_db, ["domain_sets"], "return ds_spider_of(ARGV[1]) or ''", prefix)
         assert lua.decode() == (spider_of_prefix(prefix) or ""), prefix
     assert spider_of_prefix(keys.spider_throttle_prefix("link")) == "link"
+def test_no_script_spells_a_key_that_the_key_helper_names() -> None:
+    """':queue', ':requests', ':progress' and the spider's own sets come from K, not by hand."""
+    spelled = re.compile(r"'(:queue|:requests|:progress|:inflight|:delayed|:heads|:line|:line_of|:policy|"
+                         r":classes_ready|:classes_snoozed|:crawl_names|:crawl:)'")  # fmt: skip
+    lua = resources.files("utils.frontier").joinpath("lua")
+    scripts = [*lua.iterdir(), *lua.joinpath("lib").iterdir()]
+    found = {s.name: spelled.findall(s.read_text()) for s in scripts if s.name.endswith(".lua")}
+    assert {name: hits for name, hits in found.items() if hits} == {}

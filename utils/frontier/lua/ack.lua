@@ -18,8 +18,7 @@ local state_ttl = tonumber(ARGV[1])
 local out = {}
 
 local function give_back_page_slots(sid, d, crawlid)
-  for _, key in ipairs({sid .. ':domain_max_page_filter:' .. d .. ':' .. crawlid,
-                        sid .. ':global_page_count_filter:' .. d .. ':' .. crawlid}) do
+  for _, key in ipairs({K.domain_pages(sid, d, crawlid), K.global_pages(sid, d, crawlid)}) do
     if tonumber(redis.call('GET', key) or '0') > 0 then redis.call('DECR', key) end
   end
 end
@@ -27,16 +26,15 @@ end
 for i = 2, #ARGV, NF do
   local sid, d, m, appid, crawlid, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local entry = d .. '\t' .. m
-  local was_inflight = redis.call('ZREM', sid .. ':inflight', entry)
+  local was_inflight = redis.call('ZREM', K.inflight(sid), entry)
   local was_queued = 0
-  if redis.call('ZSCORE', sid .. ':' .. d .. ':queue', m) then  -- re-queued by the reaper meanwhile
-    was_queued = redis.call('ZREM', sid .. ':' .. d .. ':queue', m)
+  if redis.call('ZSCORE', K.queue(sid, d), m) then  -- re-queued by the reaper meanwhile
+    was_queued = redis.call('ZREM', K.queue(sid, d), m)
     ds_place(sid, d, tonumber(redis.call('TIME')[1]))
   end
-  local was_delayed = redis.call('ZREM', sid .. ':delayed', entry)
-  local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
-  redis.call('HDEL', crawl .. ':requests', string.sub(m, 1, 16) .. d)
-  local progress = crawl .. ':progress'
+  local was_delayed = redis.call('ZREM', K.delayed(sid), entry)
+  redis.call('HDEL', K.crawl_requests(sid, appid, crawlid), string.sub(m, 1, 16) .. d)
+  local progress = K.crawl_progress(sid, appid, crawlid)
   if was_inflight == 1 or was_queued == 1 or was_delayed == 1 then
     if was_inflight == 1 then redis.call('HINCRBY', progress, 'inflight', -1) end
     if was_queued == 1 then redis.call('HINCRBY', progress, 'queued', -1) end

@@ -83,8 +83,8 @@ end
 
 local function seen_before(sid, crawlid, fp, mode)
   if mode == '' then mode = default_mode end
-  local df = sid .. ':dupefilter:' .. crawlid
-  if mode == 'bloom' then return not bloom_add(df .. ':bloom', fp) end
+  local df = K.dupefilter(sid, crawlid)
+  if mode == 'bloom' then return not bloom_add(K.bloom_dupefilter(sid, crawlid), fp) end
   local added = redis.call('SADD', df, fp)
   redis.call('EXPIRE', df, dupe_ttl)
   return added == 0
@@ -97,16 +97,16 @@ local function filter(i)
   if okey ~= '' and redis.call('ZSCORE', okey, ooff) then return 'replayed' end
   if drop ~= '' then return drop end
   if seed ~= '1' then
-    local until_ = redis.call('ZSCORE', sid .. ':blacklist', appid .. '||' .. crawlid)
+    local until_ = redis.call('ZSCORE', K.stopped(sid), appid .. '||' .. crawlid)
     if until_ and tonumber(until_) > now then return 'blacklist' end
     if expires > 0 and expires <= now then return 'expired' end
   end
   if fp ~= '' and seen_before(sid, crawlid, fp, mode) and seed ~= '1' then return 'duplicate' end
-  if tonumber(maxp) > 0 and not under_limit(sid .. ':domain_max_page_filter:' .. domain .. ':' .. crawlid,
+  if tonumber(maxp) > 0 and not under_limit(K.domain_pages(sid, domain, crawlid),
                                             tonumber(maxp), page_ttl) then
     return 'page_limit'
   end
-  if global_limit > 0 and not under_limit(sid .. ':global_page_count_filter:' .. domain .. ':' .. crawlid,
+  if global_limit > 0 and not under_limit(K.global_pages(sid, domain, crawlid),
                                           global_limit, global_ttl) then
     return 'page_limit'
   end
@@ -120,18 +120,18 @@ local function crawl_code(sid, appid, crawlid)
   local name = appid .. '\t' .. crawlid
   local cached = codes[sid .. '\t' .. name]
   if cached then return cached end
-  local code = redis.call('HGET', sid .. ':crawl_codes', name)
+  local code = redis.call('HGET', K.crawl_codes(sid), name)
   if not code then
-    code = string.format('%x', redis.call('HINCRBY', sid .. ':crawl_codes', '\tseq', 1))
-    redis.call('HSET', sid .. ':crawl_codes', name, code)
-    redis.call('HSET', sid .. ':crawl_names', code, name)
+    code = string.format('%x', redis.call('HINCRBY', K.crawl_codes(sid), '\tseq', 1))
+    redis.call('HSET', K.crawl_codes(sid), name, code)
+    redis.call('HSET', K.crawl_names(sid), code, name)
   end
   codes[sid .. '\t' .. name] = code
   return code
 end
 
 local function push(sid, domain, prio, appid, crawlid, payload, place)
-  local queue = sid .. ':' .. domain .. ':queue'
+  local queue = K.queue(sid, domain)
   local code = crawl_code(sid, appid, crawlid)
   local score = -tonumber(prio)
   touched[sid .. '\t' .. domain] = {sid, domain}
@@ -141,13 +141,13 @@ local function push(sid, domain, prio, appid, crawlid, payload, place)
     id = string.format('%013x%03x', base_us + math.floor(n / 4096), n % 4096)
     n = n + 4096  -- taken (another batch of the same µs): the next µs
   until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
-  redis.call('HSET', sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':requests', id .. domain, payload)
+  redis.call('HSET', K.crawl_requests(sid, appid, crawlid), id .. domain, payload)
 end
 
 for i = 10, #ARGV, NF do
   local sid, domain, prio, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local status = filter(i)
-  local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
+  local progress = K.crawl_progress(sid, appid, crawlid)
   if status == 'queued' then
     push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14])
     bump(progress, 'queued', 1)

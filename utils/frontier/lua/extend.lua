@@ -8,7 +8,9 @@
 -- Returns the members that were no longer in flight (reaped: another copy runs now).
 -- Only existing members are touched (ZADD XX), so a lease the reaper took is never revived.
 
-local inflight = ARGV[1] .. ':inflight'
+--! include keys
+
+local inflight = K.inflight(ARGV[1])
 local t = redis.call('TIME')
 local deadline = tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[2])
 local lost = {}

@@ -20,24 +20,23 @@ local sid, appid, crawlid, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ttl, state_ttl, limit = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
-local blacklist = sid .. ':blacklist'
+local blacklist = K.stopped(sid)
 redis.call('ZREMRANGEBYSCORE', blacklist, '-inf', now)
 redis.call('ZADD', blacklist, now + ttl, appid .. '||' .. crawlid)
 
 local queued, inflight, delayed, purged = 0, 0, 0, 0
 local touched = {}
-local requests = crawl .. ':requests'
-local code = redis.call('HGET', sid .. ':crawl_codes', appid .. '\t' .. crawlid)
+local requests = K.crawl_requests(sid, appid, crawlid)
+local code = redis.call('HGET', K.crawl_codes(sid), appid .. '\t' .. crawlid)
 local fields = code and redis.call('HRANDFIELD', requests, limit) or {}
 for _, field in ipairs(fields) do
   local id, d = string.sub(field, 1, 16), string.sub(field, 17)
   local m = id .. code
   local entry = d .. '\t' .. m
   touched[d] = true
-  local q = redis.call('ZREM', sid .. ':' .. d .. ':queue', m)
-  local f = redis.call('ZREM', sid .. ':inflight', entry)
-  local w = redis.call('ZREM', sid .. ':delayed', entry)
+  local q = redis.call('ZREM', K.queue(sid, d), m)
+  local f = redis.call('ZREM', K.inflight(sid), entry)
+  local w = redis.call('ZREM', K.delayed(sid), entry)
   redis.call('HDEL', requests, field)
   queued, inflight, delayed = queued + q, inflight + f, delayed + w
   if q + f + w > 0 then purged = purged + 1 end
@@ -47,7 +46,7 @@ if not code then redis.call('DEL', requests) end  -- payloads no queue member ca
 for d in pairs(touched) do ds_place(sid, d, now) end
 
 local left = redis.call('HLEN', requests)
-local progress = crawl .. ':progress'
+local progress = K.crawl_progress(sid, appid, crawlid)
 if redis.call('EXISTS', progress) == 1 then
   redis.call('HINCRBY', progress, 'queued', 0 - queued)
   redis.call('HINCRBY', progress, 'inflight', 0 - inflight)

@@ -17,7 +17,7 @@
 local sid, limit, retry_times, state_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local inflight = sid .. ':inflight'
+local inflight = K.inflight(sid)
 local ATTEMPT = '"attempt"%s*:%s*%-?%d+'
 
 -- The payload with its top-level "attempt" set to n, every other byte unchanged (cjson would
@@ -38,7 +38,7 @@ end
 local names = {}
 local function crawl_of(m)  -- the crawl named by the member's code, or nil
   local code = string.sub(m, 17)
-  if names[code] == nil then names[code] = redis.call('HGET', sid .. ':crawl_names', code) or false end
+  if names[code] == nil then names[code] = redis.call('HGET', K.crawl_names(sid), code) or false end
   return names[code] or nil
 end
 
@@ -50,34 +50,33 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
   local tab = string.find(entry, '\t', 1, true)
   local d, m = string.sub(entry, 1, (tab or 1) - 1), string.sub(entry, (tab or 0) + 1)
   local name = tab and crawl_of(m)
-  local appid, crawlid, crawl, payload
+  local appid, crawlid, requests, payload
   if name then
     local sep = string.find(name, '\t', 1, true)
     appid, crawlid = string.sub(name, 1, sep - 1), string.sub(name, sep + 1)
-    crawl = sid .. ':crawl:' .. appid .. ':' .. crawlid
-    payload = redis.call('HGET', crawl .. ':requests', string.sub(m, 1, 16) .. d)
+    requests = K.crawl_requests(sid, appid, crawlid)
+    payload = redis.call('HGET', requests, string.sub(m, 1, 16) .. d)
   end
   if payload then
     local field = string.sub(m, 1, 16) .. d
-    local progress = crawl .. ':progress'
+    local progress = K.crawl_progress(sid, appid, crawlid)
     local ok, req = pcall(cjson.decode, payload)
     if not ok or type(req) ~= 'table' then req = {} end
     local attempt = tonumber(req.attempt) or 0
     if attempt >= retry_times then
-      redis.call('HDEL', crawl .. ':requests', field)
+      redis.call('HDEL', requests, field)
       -- a request that ends without a page gives its page-limit slot back (as ack.lua)
-      for _, key in ipairs({sid .. ':domain_max_page_filter:' .. d .. ':' .. crawlid,
-                            sid .. ':global_page_count_filter:' .. d .. ':' .. crawlid}) do
+      for _, key in ipairs({K.domain_pages(sid, d, crawlid), K.global_pages(sid, d, crawlid)}) do
         if tonumber(redis.call('GET', key) or '0') > 0 then redis.call('DECR', key) end
       end
       redis.call('HINCRBY', progress, 'dead', 1)
       out[#out + 1] = 'dead'
     else
       payload = with_attempt(payload, req.attempt ~= nil, attempt + 1)
-      redis.call('HSET', crawl .. ':requests', field, payload)
+      redis.call('HSET', requests, field, payload)
       local score = -(tonumber(req.priority) or 1)
       touch(sid, d)
-      redis.call('ZADD', sid .. ':' .. d .. ':queue', score, m)
+      redis.call('ZADD', K.queue(sid, d), score, m)
       redis.call('HINCRBY', progress, 'queued', 1)
       redis.call('HINCRBY', progress, 'reaped', 1)
       out[#out + 1] = 'requeued'

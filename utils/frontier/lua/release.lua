@@ -20,11 +20,11 @@ local function touch(_, d) touched[d] = true end
 local sid_of = ''
 for i = 2, #ARGV, NF do
   local sid, d, m, appid, crawlid, score = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  if redis.call('ZREM', sid .. ':inflight', d .. '\t' .. m) == 1 then
+  if redis.call('ZREM', K.inflight(sid), d .. '\t' .. m) == 1 then
     sid_of = sid
     touch(sid, d)
-    redis.call('ZADD', sid .. ':' .. d .. ':queue', score, m)
-    local progress = sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':progress'
+    redis.call('ZADD', K.queue(sid, d), score, m)
+    local progress = K.crawl_progress(sid, appid, crawlid)
     redis.call('HINCRBY', progress, 'inflight', -1)
     redis.call('HINCRBY', progress, 'queued', 1)
     redis.call('EXPIRE', progress, state_ttl)

@@ -10,21 +10,23 @@
 -- 'open' (work left) or 'gone' (its progress expired: drop it from shoal:crawls; its code is
 -- forgotten).
 
+--! include keys
+
 -- A crawl with no request left in the frontier no longer needs its code (enqueue.lua hands out a
 -- new one if the crawl ever queues again).
 local function forget_code(sid, appid, crawlid)
-  if redis.call('EXISTS', sid .. ':crawl:' .. appid .. ':' .. crawlid .. ':requests') == 1 then return end
+  if redis.call('EXISTS', K.crawl_requests(sid, appid, crawlid)) == 1 then return end
   local name = appid .. '\t' .. crawlid
-  local code = redis.call('HGET', sid .. ':crawl_codes', name)
+  local code = redis.call('HGET', K.crawl_codes(sid), name)
   if code then
-    redis.call('HDEL', sid .. ':crawl_codes', name)
-    redis.call('HDEL', sid .. ':crawl_names', code)
+    redis.call('HDEL', K.crawl_codes(sid), name)
+    redis.call('HDEL', K.crawl_names(sid), code)
   end
 end
 
 local out = {}
 for i = 1, #ARGV, 3 do
-  local progress = ARGV[i] .. ':crawl:' .. ARGV[i + 1] .. ':' .. ARGV[i + 2] .. ':progress'
+  local progress = K.crawl_progress(ARGV[i], ARGV[i + 1], ARGV[i + 2])
   local v = redis.call('HMGET', progress, 'queued', 'inflight', 'retrying', 'enqueued', 'finished')
   local status = 'open'
   if redis.call('EXISTS', progress) == 0 then

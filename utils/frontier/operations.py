@@ -18,12 +18,13 @@ from redis.exceptions import NoScriptError
 
 from utils.config.clients import RedisClient
 from utils.config.settings import Settings
-from utils.frontier import crawl_request, dead_letters, keys
+from utils.frontier import dead_letters, keys
 from utils.frontier.fingerprint import bloom_size
 from utils.frontier.pop_planner import PopPlanner
+from utils.frontier.protocol import LateFetch, PopCall, decode_pop, text
 from utils.frontier.scripts import Scripts, evalsha_in
 from utils.frontier.shards import Shards
-from utils.frontier.types import SLOT_SLACK, Ack, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
+from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
 
 __all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
@@ -118,9 +119,6 @@ class Frontier:
         """
         return self.settle_and_pop(Settlement(), spiderid, max_items, throttle, scan_limit)[1]
 
-    def _pop_args(self, tag: str, spiderid: str, per_shard: int, throttle: ThrottlePolicy, scan: int) -> list[Any]:
-        return [tag + spiderid, per_shard, self.lease_timeout, scan, *throttle.argv(tag), self.state_timeout, 100]
-
     # --- settle ----------------------------------------------------------------------------------
     def ack(self, acks: Sequence[Ack]) -> list[str]:
         """Settle leases; returns 'acked' or 'unknown' (already settled or purged) for each."""
@@ -141,15 +139,13 @@ class Frontier:
     ) -> tuple[dict[str, list[str]], Popped]:
         """`settle` and then `pop` in the same round trip: a spider that runs out of leases gets
         its own found links written and new work back without waiting for its next flush."""
-        out, popped = self._settle_retrying(batch, (spiderid, max_items, throttle, scan_limit))
+        out, popped = self._settle_retrying(batch, PopCall(spiderid, max_items, throttle, scan_limit))
         assert popped is not None
         return out, popped
 
-    def _settle_retrying(
-        self, batch: Settlement, pop: tuple[str, int, ThrottlePolicy, int] | None
-    ) -> tuple[dict[str, list[str]], Popped | None]:
+    def _settle_retrying(self, batch: Settlement, pop: PopCall | None) -> tuple[dict[str, list[str]], Popped | None]:
         try:
-            return self._settle(batch, True, pop)
+            return self._settle(batch, pop)
         except NoScriptError:
             # Redis restarted and lost its scripts. On one Redis every EVALSHA failed together and
             # only the plain writes (dead letters, duplicate counts) went through, so only the
@@ -157,11 +153,13 @@ class Frontier:
             # come back `duplicate`, acks and retries `unknown`, and a lost pop's leases go back to
             # their queues through the reaper.
             self.scripts.load(self.client)
-            return self._settle(batch, False, pop)
+            return self._settle(batch, pop, scripts_only=True)
 
     def _settle(
-        self, batch: Settlement, with_dead: bool, pop: tuple[str, int, ThrottlePolicy, int] | None
+        self, batch: Settlement, pop: PopCall | None, *, scripts_only: bool = False
     ) -> tuple[dict[str, list[str]], Popped | None]:
+        """The batch's calls and plain writes, then the pop, in one pipeline; `scripts_only`: the
+        plain writes (dead letters, duplicate counts) went through already (a NOSCRIPT resend)."""
         pipe = self.client.pipeline(transaction=False)
         slots: list[tuple[str, int, list[int]]] = []  # (result name, pipeline index, item positions)
         batch_us = _batch_us(self.shards.count)
@@ -174,9 +172,9 @@ class Frontier:
             slots.append(("retries", len(pipe), positions))
             args = self._flat([self.state_timeout], (r.argv() for r in retries))
             evalsha_in(pipe, self.scripts.retry, keys.shard_route(tag), args)
-        for entry in batch.dead if with_dead else ():
+        for entry in batch.dead if not scripts_only else ():
             dead_letters.store(pipe, entry)
-        for crawl, count in batch.duplicates.items() if with_dead else ():
+        for crawl, count in batch.duplicates.items() if not scripts_only else ():
             progress = self.shards.tags[0] + keys.crawl_progress(*crawl)  # progress is summed over shards
             pipe.hincrby(progress, "dropped_duplicate", count)
             pipe.expire(progress, self.state_timeout)
@@ -194,44 +192,40 @@ class Frontier:
         }
         for name, index, positions in slots:
             for position, status in zip(positions, results[index], strict=True):
-                out[name][position] = _text(status)
+                out[name][position] = text(status)
         if pop is None:
             return out, None
-        return out, self._gather(pop, {tag: _popped(pop[0], tag, results[i]) for tag, i in pops})
+        return out, self._gather(pop, {tag: decode_pop(pop.spiderid, tag, results[i]) for tag, i in pops})
 
-    def _add_pops(
-        self, pipe: Any, pop: tuple[str, int, ThrottlePolicy, int], tried: set[str], first: bool = True
-    ) -> list[tuple[str, int]]:
+    def _add_pops(self, pipe: Any, pop: PopCall, tried: set[str], first: bool = True) -> list[tuple[str, int]]:
         """Queue the pop calls the planner asks for (shards not tried yet); (tag, pipeline index) each."""
-        spiderid, max_items, throttle, scan = pop
-        planner = self._planner(spiderid, read_heads=first)
-        planner.policy_seen(throttle.overrides)
+        planner = self._planner(pop.spiderid, read_heads=first)
+        planner.policy_seen(pop.throttle.overrides)
         pops = []
-        for tag, quota in planner.quotas(max_items, exclude=tried).items():
+        for tag, quota in planner.quotas(pop.max_items, exclude=tried).items():
             pops.append((tag, len(pipe)))
-            args = self._pop_args(tag, spiderid, quota, throttle, scan)
+            args = pop.argv(tag, quota, self.lease_timeout, self.state_timeout)
             evalsha_in(pipe, self.scripts.pop, keys.shard_route(tag), args)
         return pops
 
-    def _gather(self, pop: tuple[str, int, ThrottlePolicy, int], first: dict[str, Popped]) -> Popped:
+    def _gather(self, pop: PopCall, first: dict[str, Popped]) -> Popped:
         """The first round's pops, and more rounds (Redis Cluster) while the batch is short and a
         shard not asked yet holds work: a throttled best domain yields to the next best."""
-        spiderid, max_items = pop[0], pop[1]
-        planner = self._planner(spiderid, read_heads=False)
+        planner = self._planner(pop.spiderid, read_heads=False)
         rounds = dict(first)
         planner.learn(rounds)
-        while sum(len(p.leases) for p in rounds.values()) < max_items and len(rounds) < self.shards.count:
-            remaining = (spiderid, max_items - sum(len(p.leases) for p in rounds.values()), pop[2], pop[3])
+        while sum(len(p.leases) for p in rounds.values()) < pop.max_items and len(rounds) < self.shards.count:
+            remaining = pop.remaining(sum(len(p.leases) for p in rounds.values()))
             pipe = self.client.pipeline(transaction=False)
             calls = self._add_pops(pipe, remaining, set(rounds), first=False)
             if not calls:
                 break
             self.round_trips += 1
             results = pipe.execute()
-            more = {tag: _popped(spiderid, tag, results[i]) for tag, i in calls}
+            more = {tag: decode_pop(pop.spiderid, tag, results[i]) for tag, i in calls}
             planner.learn(more)
             rounds.update(more)
-        planner.finish(max_items, rounds)
+        planner.finish(pop.max_items, rounds)
         if not rounds:  # every shard empty or throttled
             return Popped([], planner.wait())
         return _merged(list(rounds.values()))
@@ -287,14 +281,14 @@ class Frontier:
         for tag, group, _ in self._tagged(leases, lambda lease: lease.tag):
             args = [tag + spiderid, self.lease_timeout, *(lease.member for lease in group)]
             evalsha_in(pipe, self.scripts.extend, keys.shard_route(tag), args)
-        return [_text(m) for lost in self._execute(pipe) for m in lost]
+        return [text(m) for lost in self._execute(pipe) for m in lost]
 
     def fetched_late(self, lease: Lease, throttle_key: str, at: float, interval: float) -> bool:
         """A lease fetched at `at`, well after it was handed out: the domain's next moderated slot
         counts from the fetch (utils/frontier/lua/fetched.lua). True when the slot moved."""
         self.round_trips += 1
         key = lease.tag + keys.throttle_states(throttle_key, lease.domain)
-        return bool(self.scripts.fetched(keys=[key], args=[at, interval, SLOT_SLACK, lease.domain]))
+        return bool(self.scripts.fetched(keys=[key], args=LateFetch(at, interval, lease.domain).argv()))
 
     def set_throttle_delay(self, domain: str, throttle_key: str, seconds: float, ttl: int) -> None:
         """Seconds between two hits of a domain's throttle key cluster-wide (robots.txt Crawl-delay)."""
@@ -330,7 +324,7 @@ class Frontier:
         out = [""] * size
         for places, reply in zip(positions, replies, strict=True):
             for place, status in zip(places, reply, strict=True):
-                out[place] = _text(status)
+                out[place] = text(status)
         return out
 
     @staticmethod
@@ -347,20 +341,6 @@ def _batch_us(shards: int) -> str:
     return str(time.time_ns() // 1000) if shards > 1 else ""
 
 
-def _popped(spiderid: str, tag: str, flat: list[Any]) -> Popped:
-    wait_ms, denied, head = int(flat[0]), int(flat[1]), _text(flat[2])
-    received = time.time()
-    leases = []
-    for i in range(3, len(flat), 4):
-        domain, member, payload, crawl = _text(flat[i]), _text(flat[i + 1]), flat[i + 2], _text(flat[i + 3])
-        if not (payload and crawl):
-            continue  # a member whose crawl or payload is gone: nothing to crawl; the reaper drops its lease
-        appid, _, crawlid = crawl.partition("\t")
-        record = crawl_request.restore(payload, spiderid, appid, crawlid, member)
-        leases.append(Lease(spiderid, domain, member, record, tag, received))
-    return Popped(leases, None if wait_ms < 0 else wait_ms / 1000, denied, float(head) if head else None)
-
-
 def _merged(pops: list[Popped]) -> Popped:
     """One pop per shard as one: best priority first, the soonest wake-up, every denial."""
     if len(pops) == 1:
@@ -369,7 +349,3 @@ def _merged(pops: list[Popped]) -> Popped:
     leases.sort(key=lambda lease: (-int(lease.record.get("priority", 1)), lease.request_id))  # FIFO on ties
     waits = [p.retry_after for p in pops if p.retry_after is not None]
     return Popped(leases, min(waits) if waits else None, sum(p.denied for p in pops))
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -141,6 +141,7 @@ def test_a_warc_process_killed_mid_stream_leaves_every_page_in_a_closed_readable
     burst = cluster.start("warc", "--burst")
     assert burst.process.wait(120) == 0
     assert not list(directory.glob("*.open"))
+    assert "WARC file of a stopped writer closed" in burst.log_path.read_text()  # the killed writer's file
     records = archived(directory)
     responses = by_url(records, "response")
     assert set(responses) == {page["url"] for page in pages}

@@ -118,11 +118,14 @@ class LadderMiddleware:
         now = time.monotonic()
         read_at, level = self.cache.get(domain, (-self.refresh, 0))
         if now - read_at >= self.refresh:
+            before = level
             try:
                 level = self.ladder.levels(spider.name, [domain])[domain]
             except RedisError as exc:  # keep the last view; Redis decides again at the next read
                 log.warning("Could not read a domain's ladder level", extra={"domain": domain, "error": str(exc)})
             self.cache[domain] = (now, level)
+            if (before == 0) != (level == 0):  # set by hand (`shoal domain`) or by another crawler
+                self.slow_down(domain, level)
         return level
 
     def step(self, spider: Spider, domain: str, event: Any, reason: str) -> None:
@@ -144,12 +147,15 @@ class LadderMiddleware:
         log.warning("Domain ladder step", extra={
             "spiderid": spider.name, "domain": domain, "from": step.before, "to": step.level,
             "state": LEVEL_NAMES[step.level], "reason": reason})  # fmt: skip
-        if (step.before == 0) == (step.level == 0):
-            return
+        if (step.before == 0) != (step.level == 0):
+            self.slow_down(domain, step.level)
+
+    def slow_down(self, domain: str, level: int) -> None:
+        """LADDER_SLOW_DELAY between two hits of the domain, cluster-wide, from level 1; lifted at 0."""
         scheduler = getattr(getattr(self.crawler.engine, "_slot", None), "scheduler", None)
         if scheduler is None or not hasattr(scheduler, "throttle"):
             return
-        delay = self.slow_delay if step.level > 0 else 0.0
+        delay = self.slow_delay if level > 0 else 0.0
         try:
             key = scheduler.throttle.policy().key(domain)
             scheduler.frontier.set_throttle_delay(domain, key, delay, self.state_ttl if delay else 1)

@@ -5,6 +5,7 @@ dead-lettering a paused domain's requests and moving level 3's to the render spi
 
 from __future__ import annotations
 
+import json
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -21,11 +22,13 @@ from crawler.ladder import LEVEL, DomainPaused, LadderMiddleware, MovedToRender
 from crawler.meta import LEASE
 from crawler.retry import RetryableStatus, RetryPolicy
 from crawler.signals import connect_settled
+from utils.cli.main import main
 from utils.config.settings import Settings
 from utils.frontier import Lease, keys
 from utils.frontier.block_config import LadderRules
 from utils.frontier.domain_config import DomainConfig
 from utils.frontier.ladder import Ladder
+from utils.frontier.ladder_metrics import LadderCollector
 
 pytestmark = pytest.mark.integration
 RULES = LadderRules((0, 1, 2, 3, 4), up_after=3, window=60.0, down_after=2)
@@ -47,7 +50,9 @@ def test_steps_up_after_n_detections_and_down_after_m_clean_pages(ladder: Ladder
     state = ladder.state("link", "shop.test")
     assert [(s["from"], s["to"], s["reason"]) for s in state["history"]] == [
         (1, 0, "clean pages"), (2, 1, "clean pages"), (1, 2, "status_429"), (0, 1, "status_429")]
-    assert state["detections"] == 8 and state["level"] == 0 and state["state"] == "configured"
+    assert state["detections"] == 8
+    assert state["level"] == 0
+    assert state["state"] == "configured"
     assert ladder.domains("link") == {"shop.test": 0}
 
 
@@ -93,7 +98,8 @@ class Spy(SimpleNamespace):
 
 @pytest.fixture
 def middleware(redis_db: redis.Redis) -> tuple[LadderMiddleware, Spider, list[Any], Spy]:
-    settings = Settings.load(environ={}, overrides={"LADDER_UP_AFTER": "2", "LADDER_DOWN_AFTER": "2", "LADDER_REFRESH": "0"})
+    overrides = {"LADDER_UP_AFTER": "2", "LADDER_DOWN_AFTER": "2", "LADDER_REFRESH": "0"}
+    settings = Settings.load(environ={}, overrides=overrides)
     crawler = get_crawler(settings_dict={"SHOAL": settings})
     delays: list[tuple[str, float]] = []
     throttle = SimpleNamespace(policy=lambda: SimpleNamespace(key=lambda domain: domain))
@@ -136,7 +142,8 @@ def test_blocks_are_retried_and_step_the_domain_up_then_clean_pages_bring_it_dow
         assert request.meta[LEVEL] == 1
         mw.process_response(request, answer(request), spider)
     state = mw.ladder.state("link", "shop.test")
-    assert state["level"] == 0 and [s["to"] for s in state["history"]] == [0, 1]
+    assert state["level"] == 0
+    assert [s["to"] for s in state["history"]] == [0, 1]
     assert scheduler.delays[-1] == ("shop.test", 0.0)
 
 
@@ -159,12 +166,46 @@ def test_level_3_moves_the_request_to_the_render_spider_while_render_nodes_repor
     mw.ladder.client = redis_db
     request = leased(1)
     mw.process_request(request, spider)  # no render node: fetched here (through the pool, slower)
-    assert request.meta[LEVEL] == 3 and not scheduler.enqueued
+    assert request.meta[LEVEL] == 3
+    assert not scheduler.enqueued
     redis_db.zadd(keys.RENDERERS, {"host:1": time.time()})
     mw.renderers = (0.0, False)
     request = leased(2)
     with pytest.raises(MovedToRender):
         mw.process_request(request, spider)
     moved = scheduler.enqueued[0]
-    assert moved.meta["spiderid"] == "render" and LEASE not in moved.meta and moved.url == request.url
+    assert moved.meta["spiderid"] == "render"
+    assert LEASE not in moved.meta
+    assert moved.url == request.url
     assert settled == [(f"{2:016x}", "rerouted")]
+
+
+# --- By hand: `shoal domain`; seen by Prometheus ---------------------------------------------------
+@pytest.mark.single_redis
+def test_shoal_domain_sets_shows_and_resets_a_level(redis_db: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
+    kwargs = redis_db.connection_pool.connection_kwargs
+    where = [f"-sREDIS_{name.upper()}={kwargs[name]}" for name in ("host", "port", "db")]
+    assert main([*where, "domain", "set", "link", "www.example.com", "4", "--reason", "banned us"]) == 0
+    assert "level 4 paused" in capsys.readouterr().out
+    assert main([*where, "domain", "set", "link", "example.com", "7"]) == 2  # no such level: refused
+    assert main([*where, "domain", "list", "link"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "example.com  4 paused"
+    assert main([*where, "domain", "reset", "link", "example.com", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["level"] == 0
+    assert [(s["from"], s["to"], s["reason"]) for s in shown["history"]] == [
+        (4, 0, "set by hand"), (0, 4, "banned us")]
+
+
+@pytest.mark.single_redis
+def test_the_collector_exports_levels_above_0_and_redis_memory(redis_db: redis.Redis) -> None:
+    redis_db.sadd(keys.SPIDERS, "link")
+    ladder = Ladder(redis_db, 10, 600)
+    ladder.set_level("link", "example.com", 4)
+    ladder.set_level("link", "example.org", 0)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in LadderCollector(redis_db).collect() for s in family.samples}  # fmt: skip
+    assert samples[("shoal_domain_ladder_level", (("domain", "example.com"), ("spiderid", "link")))] == 4
+    assert not any(labels == (("domain", "example.org"), ("spiderid", "link")) for _, labels in samples)
+    assert samples[("shoal_redis_memory_used_bytes", ())] > 0
+    assert ("shoal_redis_memory_max_bytes", ()) in samples

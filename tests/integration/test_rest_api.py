@@ -29,6 +29,7 @@ from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader, produce
 from tests.support.services import wait_until
 from utils.frontier import dead_letters, keys
+from utils.frontier.ladder import Ladder
 from utils.observability import stats
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -344,3 +345,18 @@ def test_cors_is_off_by_default(http: httpx.Client) -> None:
         "/feed", headers={"Origin": "http://elsewhere.test", "Access-Control-Request-Method": "POST"}
     )
     assert "access-control-allow-origin" not in response.headers
+
+
+def test_a_domains_ladder_with_its_history_is_shown(http: httpx.Client, r: redis.Redis) -> None:
+    """Issue 33: `GET /domains/{spider}/{domain}` shows the level, its state and every step."""
+    ladder = Ladder(r, 10, 600)
+    spider = f"s{uuid.uuid4().hex[:8]}"
+    ladder.set_level(spider, "example.com", 2, "ops", "proxies first")
+    ladder.set_level(spider, "example.com", 4, "ops", "banned")
+    data = success_data(http.get(f"/domains/{spider}/WWW.Example.com."))  # read as the queue domain
+    assert (data["level"], data["state"], data["reason"]) == (4, "paused", "banned")
+    assert [(s["from"], s["to"], s["by"]) for s in data["history"]] == [(2, 4, "ops"), (0, 2, "ops")]
+    listed = success_data(http.get(f"/domains/{spider}"))["domains"]
+    assert listed == [{"domain": "example.com", "level": 4, "state": "paused"}]
+    fresh = success_data(http.get(f"/domains/{spider}/example.org"))
+    assert (fresh["level"], fresh["state"], fresh["history"]) == (0, "configured", [])

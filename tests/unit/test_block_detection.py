@@ -42,7 +42,8 @@ def test_a_page_much_smaller_than_the_domains_usual_is_a_block_once_the_size_is_
     for _ in range(5):
         assert d.detect(page(), "shop.test") is None
     found = d.detect(page(b"<html><a href='/x'>x</a></html>"), "shop.test")
-    assert found is not None and found.reason == "small_page"
+    assert found is not None
+    assert found.reason == "small_page"
     assert d.detect(page(b"<html><a href='/x'>x</a></html>"), "other.test") is None  # per domain
 
 
@@ -51,7 +52,8 @@ def test_links_that_vanish_are_a_block() -> None:
     for _ in range(4):
         d.detect(page(), "shop.test")
     found = d.detect(page(PAGE.replace(b"<a ", b"<b ")), "shop.test")
-    assert found is not None and found.reason == "links_vanished"
+    assert found is not None
+    assert found.reason == "links_vanished"
 
 
 def test_a_subclass_adds_its_own_sign() -> None:
@@ -96,4 +98,6 @@ def test_the_watcher_keeps_the_last_good_config_when_a_bad_one_arrives() -> None
     watcher._read(b"domains: {shop.test: {blocks: {up_after: -3}}}")
     assert len(applied) == 1
     blocks = applied[0].domain_blocks("shop.test")
-    assert blocks is not None and blocks.markers == ("captcha",) and blocks.pinned == 2
+    assert blocks is not None
+    assert blocks.markers == ("captcha",)
+    assert blocks.pinned == 2

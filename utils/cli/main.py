@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "service": ("utils.node:service_command", "exec one local service (used by supervisord)"),
     "demo": ("utils.cli.demo:demo_command", "serve the demo site, feed a crawl and show its pages"),
     "proxies": ("utils.cli.proxies:proxies_command", "show the proxy pool: requests, bans, quarantines"),
+    "domain": ("utils.cli.domain:domain_command", "show, list, set or reset a domain's block escalation ladder"),
 }
 
 
@@ -70,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (_path, help_text) in COMMANDS.items():
         command_parser = sub.add_parser(name, help=help_text)
         _add_arguments(name, command_parser)
+        if name == "domain":
+            from utils.cli.domain import add_arguments
+
+            add_arguments(command_parser)
     return parser
 
 
@@ -170,11 +175,13 @@ def _serve_metrics(settings: Settings, command: str) -> None:
     if component == "redis-monitor":
         from utils.config.clients import redis_client
         from utils.frontier.capacity import register_capacity_collector
+        from utils.frontier.ladder_metrics import register_ladder_collector
         from utils.proxies.metrics import register_proxy_collector
 
         register_frontier_collector(settings)
         register_capacity_collector(settings, redis_client(settings))  # the autoscaling signal (issue 32)
         register_proxy_collector(settings, redis_client(settings))
+        register_ladder_collector(settings, redis_client(settings))  # ladder levels, Redis memory (issue 33)
 
 
 def stop_event_on_signals() -> threading.Event:

@@ -21,6 +21,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from utils.config import settings_doc
 from utils.frontier import capacity as capacity_metrics
 from utils.frontier import keys as frontier_keys
+from utils.frontier import ladder_metrics
 from utils.frontier import metrics as frontier_metrics
 from utils.observability.metrics import registry
 from utils.proxies import keys as proxy_keys
@@ -85,6 +86,8 @@ def _metric_rows() -> Iterator[tuple[str, str, str, str]]:
         yield family.name, "gauge (read from Redis at scrape time)", ", ".join(family._labelnames), family.documentation
     for family in capacity_metrics._families().values():  # the autoscaling signal (issue 32)
         yield family.name, "gauge (scaling signal, from Redis)", ", ".join(family._labelnames), family.documentation
+    for family in ladder_metrics.families().values():  # the ladder and Redis memory alerts (issue 33)
+        yield family.name, "gauge (read from Redis at scrape time)", ", ".join(family._labelnames), family.documentation
     empty_pool: Any = SimpleNamespace(state=list)
     for proxy_family in proxy_metrics.ProxyCollector(empty_pool).collect():
         yield proxy_family.name, "gauge (proxy pool, read from Redis)", "proxy", proxy_family.documentation

@@ -115,8 +115,12 @@ class WarcFiles:
         name = file_name(self.rotation.prefix, now, self.serial, self.component, self.rotation.gzip)
         self.serial += 1
         final = self.directory / name
-        handle = open(self._open_path(final), "xb")  # noqa: SIM115 (held open until the rename)
+        # Locked under a name `recover` never looks at, then renamed: no other process can find the
+        # `.open` file unlocked (and take it for a killed writer's) between its creation and the lock.
+        creating = final.with_name(f".{name}.creating")
+        handle = open(creating, "xb")  # noqa: SIM115 (held open until the rename)
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(creating, self._open_path(final))
         self._file, self._path, self._opened_at = handle, final, now
         self.writer = WARCWriter(handle, gzip=self.rotation.gzip, warc_version="WARC/1.1")
         self.writer.write_record(self.writer.create_warcinfo_record(name, dict(self.rotation.info)))

@@ -27,6 +27,7 @@ from rest.envelope import ApiError
 from rest.gateway import Gateway
 from rest.limits import BodyLimit
 from rest.routes import cluster, core, crawls, dashboard, domains
+from rest.routes.revisits import router as revisits_router
 from utils.config.settings import Settings
 from utils.observability.metrics import record_rest_request
 
@@ -53,6 +54,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(dashboard.router)
     for keyed in (crawls.router, cluster.router, domains.router):  # every route reads crawl data: keyed if set
         app.include_router(keyed, dependencies=[Depends(require_key)])
+    app.include_router(revisits_router, dependencies=[Depends(require_key)])  # issue 31: crawl data too
     app.mount("/dashboard/static", StaticFiles(packages=[("rest", "static")]), name="dashboard-static")
     _add_error_handlers(app)
     origins = settings.get_list("REST_CORS_ORIGINS")

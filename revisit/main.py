@@ -15,6 +15,7 @@ from utils.config.postgres import postgres_conninfo
 from utils.config.settings import Settings
 from utils.freshness import metrics, state
 from utils.node.startup import wait_for_services
+from utils.observability.metrics import start_metrics_server
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
             pass
         revisit.close()
         return 0
+    start_metrics_server(settings, "revisit")  # here, not in the CLI: status/pause/... print JSON only
     metrics.register(revisit.summaries)
     revisit.run(stop)
     return 0

@@ -158,7 +158,6 @@ METRICS_COMPONENTS = {
     "redis-monitor": "redis-monitor",
     "rest": "rest",
     "sink": "sink",
-    "revisit": "revisit",
     "warc": "warc",
 }
 

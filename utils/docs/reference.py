@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client.metrics import MetricWrapperBase
 
 from utils.config import settings_doc
+from utils.freshness import metrics as freshness_metrics
 from utils.frontier import capacity as capacity_metrics
 from utils.frontier import keys as frontier_keys
 from utils.frontier import ladder_metrics
@@ -88,6 +89,8 @@ def _metric_rows() -> Iterator[tuple[str, str, str, str]]:
         yield family.name, "gauge (scaling signal, from Redis)", ", ".join(family._labelnames), family.documentation
     for family in ladder_metrics.families().values():  # the ladder and Redis memory alerts (issue 33)
         yield family.name, "gauge (read from Redis at scrape time)", ", ".join(family._labelnames), family.documentation
+    for name, text in freshness_metrics.GAUGES.values():  # revisits per crawl (issue 31), by `shoal revisit`
+        yield name, "gauge (read from PostgreSQL at scrape time)", "appid, crawlid", text
     empty_pool: Any = SimpleNamespace(state=list)
     for proxy_family in proxy_metrics.ProxyCollector(empty_pool).collect():
         yield proxy_family.name, "gauge (proxy pool, read from Redis)", "proxy", proxy_family.documentation

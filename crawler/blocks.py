@@ -2,8 +2,8 @@
 
 `BlockDetector.detect` looks at one response of a leased request and answers a `Detection` (a
 reason) or None. Signs: a status of BLOCK_STATUSES (403, 429, 503; a Retry-After is kept), a body
-matching a marker (BLOCK_MARKERS and the domain's `blocks.markers` in ZooKeeper, on RE2), a 200 page
-far smaller than the domain's usual pages (BLOCK_SMALL_RATIO of their running mean), and an HTML
+matching a marker (BLOCK_MARKERS and the domain's `blocks.markers` in ZooKeeper, on RE2), a 200 HTML
+page far smaller than the domain's usual HTML pages (BLOCK_SMALL_RATIO of their running mean), and an HTML
 page without links where the domain's pages usually have some. Users add signs by subclassing
 and naming their class in BLOCK_DETECTOR (docs/how-to/sites-that-push-back.md).
 """
@@ -81,7 +81,9 @@ class BlockDetector:
 
     def by_shape(self, response: Response, domain: str) -> Detection | None:
         size, html = len(response.body), b"html" in (response.headers.get(b"Content-Type") or b"html").lower()
-        links = response.body.count(LINK) if html else 0
+        if not html:  # a sitemap, feed or PDF is judged by status and markers only: its size says nothing (issue 31)
+            return None
+        links = response.body.count(LINK)
         shape = self.shapes.setdefault(domain, DomainShape())
         if shape.pages >= self.min_samples:
             if size < self.small_ratio * shape.size:

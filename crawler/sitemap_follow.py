@@ -78,6 +78,7 @@ class SitemapFollower:
             sitemap = read_sitemap(response.body, response.url, self.max_urls, self.max_bytes)
         if sitemap.kind:
             yield from self._poll(response, sitemap, int(depth or 0), item)
+            self._read_for_index(response, kwargs)
         elif depth is not None:
             outcome = "not_modified" if response.status == 304 else "not_a_sitemap"
             item["sitemap"] = {"kind": "", "queued": 0, "outcome": outcome}
@@ -116,17 +117,19 @@ class SitemapFollower:
         meta = response.meta
         spiderid = str(meta.get("spiderid") or "")
         key = keys.sitemap_seen(spiderid, str(meta.get("appid")), str(meta.get("crawlid")), _id(_own_url(response)))
-        seen = self._seen(key, [entry.url for entry in sitemap.entries])
+        entries = list({entry.url: entry for entry in reversed(sitemap.entries)}.values())[::-1]  # a URL once
+        seen = self._seen(key, [entry.url for entry in entries])
         fresh: list[tuple[Entry, bool]] = []  # (entry, moved)
-        for entry, before in zip(sitemap.entries, seen, strict=True):
+        for entry, before in zip(entries, seen, strict=True):
             if before is None:
                 fresh.append((entry, False))
             elif entry.lastmod and int(before) != entry.lastmod:
                 fresh.append((entry, True))
-        counts = {**sitemap.summary(), "unchanged": len(sitemap.entries) - len(fresh), "queued": 0,
+        counts = {**sitemap.summary(), "unchanged": len(entries) - len(fresh), "queued": 0,
                   "moved": sum(moved for _, moved in fresh), "filtered": 0}  # fmt: skip
-        if sitemap.kind == "sitemapindex":
-            yield from self._children(response, fresh, depth, spiderid, counts)
+        if sitemap.kind == "sitemapindex":  # a child is remembered once it was read (_read_for_index)
+            yield from self._children(response, fresh, depth, key, counts)
+            fresh = []
         else:
             yield from self._pages(response, fresh, counts)
         self._remember(key, fresh, response)
@@ -149,21 +152,22 @@ class SitemapFollower:
             counts["queued"] += 1
             yield Request(entry.url, meta=page_meta, dont_filter=moved)
 
-    def _children(self, response: Response, fresh: list[tuple[Entry, bool]], depth: int, spiderid: str,
+    def _children(self, response: Response, fresh: list[tuple[Entry, bool]], depth: int, index_key: str,
                   counts: dict[str, Any]) -> Iterator[Request]:  # fmt: skip
         if depth >= self.max_depth:
             counts["too_deep"] = len(fresh)
             return
         meta = response.meta
-        fresh = [(entry, moved) for entry, moved in fresh if crawl_filters_allow(meta, entry.url)]
-        counts["filtered"] = counts["unchanged"] + len(fresh) - counts["entries"]
-        crawl = (spiderid, str(meta.get("appid")), str(meta.get("crawlid")))
+        allowed = [(entry, moved) for entry, moved in fresh if crawl_filters_allow(meta, entry.url)]
+        counts["filtered"], fresh = len(fresh) - len(allowed), allowed
+        crawl = (str(meta.get("spiderid") or ""), str(meta.get("appid")), str(meta.get("crawlid")))
         validators = self._validators([keys.sitemap_seen(*crawl, _id(entry.url)) for entry, _ in fresh])
         for (entry, moved), (etag, modified) in zip(fresh, validators, strict=True):
             headers = {name: value for name, value in (("If-None-Match", etag), ("If-Modified-Since", modified))
                        if value}  # fmt: skip
             counts["queued"] += 1
-            yield self._request(response, entry.url, {"sitemap_depth": depth + 1}, moved, headers)
+            cb_kwargs = {"sitemap_depth": depth + 1, "sitemap_index": index_key, "sitemap_lastmod": entry.lastmod}
+            yield self._request(response, entry.url, cb_kwargs, moved, headers)
 
     # --- state -------------------------------------------------------------------------------------
     def _seen(self, key: str, urls: list[str]) -> list[Any]:
@@ -180,6 +184,13 @@ class SitemapFollower:
         for key in state_keys:
             pipe.hmget(key, [ETAG, LAST_MODIFIED])
         return [tuple(_text(v) for v in pair) for pair in pipe.execute()]  # type: ignore[misc]
+
+    def _read_for_index(self, response: Response, kwargs: dict[str, Any]) -> None:
+        """A sitemap of an index was read: the index's state now holds its lastmod. Until then (its
+        fetch failed, the crawler died) every poll of the index queues it again."""
+        index_key = kwargs.get("sitemap_index")
+        if isinstance(index_key, str) and index_key.startswith(f"{response.meta.get('spiderid')}:crawl:"):
+            self.client.hset(index_key, _own_url(response), int(kwargs.get("sitemap_lastmod") or 0))
 
     def _remember(self, key: str, fresh: list[tuple[Entry, bool]], response: Response) -> None:
         validators = {ETAG: _header(response, b"ETag"), LAST_MODIFIED: _header(response, b"Last-Modified")}

@@ -8,6 +8,7 @@ what was queued: the crawl's `enqueued` counter, the sitemaps' page messages, th
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from collections import Counter
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_crawler_fields import start_crawler
-from tests.e2e.test_crawler_helpers import progress
+from tests.e2e.test_crawler_helpers import progress, settled
 from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
 from utils import schemas
@@ -112,3 +113,63 @@ def test_an_index_of_five_gzip_sitemaps_queues_50000_then_nothing_then_exactly_t
         assert progress(cluster, "sm")["enqueued"] == enqueued + 2 + 1 + 5 + 10
         twice = {url for url, n in stored_urls(cluster, "sm").items() if n == 2}
         assert twice == set(moved)  # queued again past the dupefilter: exactly the moved ones
+
+
+def hostile_routes(host: str) -> dict[str, tuple[int, str, bytes]]:
+    """robots.txt naming a good sitemap and four hostile ones; every file on the demo site's host."""
+    ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+    good = "".join(f"<url><loc>http://{host}/good/{i}.html</loc></url>" for i in range(10))
+    good += f"<url><loc>http://{host}/private/secret.html</loc></url>"  # robots.txt disallows it
+    other = (f"<url><loc>http://evil.example/a</loc></url><url><loc>https://127.0.0.2/b</loc></url>"
+             f"<url><loc>http://{host}/other/far.html</loc><lastmod>9999-12-31</lastmod></url>"
+             f"<url><loc>http://{host}/other/ok.html</loc></url>")  # fmt: skip
+    levels = "".join(f'<!ENTITY l{n} "{f"&l{n - 1};" * 10}">' for n in range(1, 10))
+    bomb = f'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY l0 "lol">{levels}]>'
+    bomb += f"<urlset {ns}><url><loc>&l9;</loc></url></urlset>"
+    member = gzip.compress(f"<url><loc>http://{host}/big/x.html</loc></url>".encode() * (8 << 20 >> 5), 9)
+    big = gzip.compress(f"<urlset {ns}>".encode()) + member * 128  # 1 GiB of XML in ~4 MB
+    own = f"<sitemapindex {ns}><sitemap><loc>http://{host}/self.xml</loc></sitemap></sitemapindex>"
+    robots = "User-agent: *\nDisallow: /private/\n" + "".join(
+        f"Sitemap: http://{host}/{name}\n" for name in ("bomb.xml", "big.xml.gz", "self.xml", "other.xml", "good.xml")
+    )
+    return {
+        "/robots.txt": (200, "text/plain", robots.encode()),
+        "/good.xml": (200, "application/xml", f"<urlset {ns}>{good}</urlset>".encode()),
+        "/other.xml": (200, "application/xml", f"<urlset {ns}>{other}</urlset>".encode()),
+        "/bomb.xml": (200, "application/xml", bomb.encode()),
+        "/big.xml.gz": (200, "application/gzip", big),
+        "/self.xml": (200, "application/xml", own.encode()),
+    }
+
+
+@pytest.mark.parametrize("cluster", [{"QUEUE_HITS": 0, "SITEMAP_URLS_MAX": 1000}], indirect=True)
+def test_hostile_sitemaps_end_in_an_error_or_are_bounded_and_counted_and_hold_nothing_up(
+    cluster: TestCluster, topic_reader
+) -> None:
+    site = generate_site(hosts=1, pages_per_host=15, seed=32, base_ip_octet=172, port=free_port())
+    host = site.hosts[0]
+    firehose = topic_reader("crawled_firehose")
+    with SiteServer(site, extra_routes=hostile_routes(host)) as server:
+        start_crawler(cluster)
+        feed(cluster, site.seed_urls()[0], "hostile", sitemaps=True, maxdepth=1)
+        summary = {name: wait_for_polls(firehose, f"http://{host}/{name}", 1)["sitemap"]
+                   for name in ("good.xml", "other.xml", "bomb.xml", "big.xml.gz", "self.xml")}  # fmt: skip
+        wait_until(lambda: settled(progress(cluster, "hostile")), timeout=60)
+        firehose.poll(1.0)
+    assert summary["good.xml"]["queued"] == 10
+    assert summary["good.xml"]["filtered"] == 1  # robots.txt, as Scrapy read it for the seed
+    assert summary["other.xml"]["other_host"] == 2
+    assert summary["other.xml"]["bad_lastmod"] == 1
+    assert summary["other.xml"]["queued"] == 2  # on the host: queued, the year-9999 lastmod ignored
+    assert summary["bomb.xml"]["queued"] == 0
+    assert "amplification" in summary["bomb.xml"]["error"]
+    assert summary["big.xml.gz"]["truncated"]
+    assert summary["big.xml.gz"]["entries"] == 1000
+    assert summary["big.xml.gz"]["over_limit"] > 900_000  # counted up to 50 MiB of XML (57-byte entries)
+    assert summary["big.xml.gz"]["queued"] == 1  # one URL, listed over and over
+    assert summary["self.xml"]["kind"] == "sitemapindex"
+    assert server.hits[(host, "/self.xml")] == 1  # listing itself: a duplicate of itself, read once
+    crawled = {m["url"] for m in firehose.messages if isinstance(m, dict)}
+    assert {f"http://{host}/good/{i}.html" for i in range(10)} <= crawled
+    assert f"http://{host}/private/secret.html" not in crawled
+    assert set(site.reachable(site.seed_urls()[:1], 1, allowed_hosts=None)) <= crawled  # the crawl went on

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import gzip
 
+from scrapy.http import Response
+
+from crawler.blocks import BlockDetector
 from crawler.sitemaps import CHANGEFREQ_SECONDS, parse_lastmod, read_sitemap
 from utils.demosite.sitemaps import SitemapSet
 
@@ -115,3 +118,16 @@ def test_an_index_listing_itself_is_read_as_any_index() -> None:
     sitemap = read_sitemap(body, "http://h/index.xml", now=NOW)
     assert sitemap.kind == "sitemapindex"
     assert [e.url for e in sitemap.entries] == ["http://h/index.xml"]  # the follower's state and depth bound it
+
+
+def test_a_small_sitemap_index_after_large_gzip_sitemaps_is_no_block() -> None:
+    """The block detector (issue 33) judges the size of HTML pages only: an index of a few hundred
+    bytes after 40 KB gzip parts is a sitemap, not a site pushing back."""
+    detector = BlockDetector(frozenset({403, 429, 503}), (), 0.1, 3)
+    for k in range(5):
+        part = Response(
+            f"http://h/part-{k}.xml.gz", body=b"\x1f\x8b" * 20_000, headers={"Content-Type": "application/gzip"}
+        )
+        assert detector.detect(part, "h") is None
+    index = Response("http://h/index.xml", body=b"<sitemapindex/>", headers={"Content-Type": "application/xml"})
+    assert detector.detect(index, "h") is None

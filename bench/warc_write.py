@@ -114,7 +114,7 @@ def plain(data: list[bytes], directory: Path) -> tuple[float, int, int, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pages", type=int, default=20_000)
+    parser.add_argument("--pages", type=int, default=10_000)
     args = parser.parse_args()
     data = messages(args.pages)
     mib = sum(len(raw) for raw in data) / 2**20

@@ -180,6 +180,7 @@ class RecordMaker:
             record.rec_headers.replace_header("WARC-Profile", IDENTICAL)
             return record
         headers = dict(base)
+        headers["WARC-Payload-Digest"] = digest  # computed above for the revisit check: warcio does not again
         if truncated:
             headers["WARC-Truncated"] = "length"
         record = self.builder.create_warc_record(url, "response", payload=BytesIO(body), length=None,

@@ -157,3 +157,7 @@ def test_keda_scales_crawlers_on_the_polite_capacity_and_consumers_on_lag(
     hpas = by_component(renders["hpa"], "HorizontalPodAutoscaler")
     assert set(hpas) == set(scaled)
     assert hpas["kafka-monitor"]["maxReplicas"] <= 6  # never more consumers than partitions
+    metrics = {name: spec["metrics"][0]["external"]["metric"]["name"] for name, spec in hpas.items()}
+    assert metrics == {"crawler": "shoal_scaling_recommended_replicas", "render": "shoal_scaling_recommended_replicas",
+                       "kafka-monitor": "shoal_scaling_recommended_consumers",
+                       "sink": "shoal_scaling_recommended_consumers"}  # fmt: skip

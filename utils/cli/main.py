@@ -175,10 +175,12 @@ def _serve_metrics(settings: Settings, command: str) -> None:
         from utils.config.clients import redis_client
         from utils.frontier.capacity import register_capacity_collector
         from utils.frontier.ladder_metrics import register_ladder_collector
+        from utils.observability.metrics.group_lag import register_group_lag_collector
         from utils.proxies.metrics import register_proxy_collector
 
         register_frontier_collector(settings)
         register_capacity_collector(settings, redis_client(settings))  # the autoscaling signal (issue 32)
+        register_group_lag_collector(settings)  # ... and the kafka monitors' and sinks' (issue 32)
         register_proxy_collector(settings, redis_client(settings))
         register_ladder_collector(settings, redis_client(settings))  # ladder levels, Redis memory (issue 33)
 

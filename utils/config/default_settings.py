@@ -217,6 +217,7 @@ SCALING_UNTHROTTLED_DOMAIN_RATE = 80.0  # pages/s; what a due domain with no thr
 SCALING_RATE_WINDOW = 120  # seconds; observed pages/s per process over this many whole STATS_BUCKETs
 SCALING_MIN_REPLICAS = 1  # processes; recommended count of an idle frontier (per spider)
 SCALING_MAX_REPLICAS = 100  # processes; most processes a recommendation names (per spider)
+SCALING_LAG_PER_CONSUMER = 5000  # messages; consumer-group lag one kafka monitor or sink is recommended per
 
 # --- Proxy pool --------------------------------------------------------------------------------
 PROXY_LIST = ""  # proxy URLs; comma-separated, or @path to a file with one per line; empty = no pool

@@ -24,7 +24,7 @@ from utils.frontier import capacity as capacity_metrics
 from utils.frontier import keys as frontier_keys
 from utils.frontier import ladder_metrics
 from utils.frontier import metrics as frontier_metrics
-from utils.observability.metrics import registry
+from utils.observability.metrics import group_lag, registry
 from utils.proxies import keys as proxy_keys
 from utils.proxies import metrics as proxy_metrics
 
@@ -87,6 +87,8 @@ def _metric_rows() -> Iterator[tuple[str, str, str, str]]:
         yield family.name, "gauge (read from Redis at scrape time)", ", ".join(family._labelnames), family.documentation
     for family in capacity_metrics._families().values():  # the autoscaling signal (issue 32)
         yield family.name, "gauge (scaling signal, from Redis)", ", ".join(family._labelnames), family.documentation
+    for family in group_lag._families().values():  # ... and the consumer groups' (issue 32)
+        yield family.name, "gauge (scaling signal, from Kafka)", ", ".join(family._labelnames), family.documentation
     for family in ladder_metrics.families().values():  # the ladder and Redis memory alerts (issue 33)
         yield family.name, "gauge (read from Redis at scrape time)", ", ".join(family._labelnames), family.documentation
     for name, text in freshness_metrics.GAUGES.values():  # revisits per crawl (issue 31), by `shoal revisit`

@@ -44,6 +44,7 @@ from utils.config.clients import (
     redis_client,
     subscribe,
 )
+from utils.config.consumer import read_to_end
 from utils.config.errors import ServiceUnavailable
 from utils.config.plugins import load_plugins
 from utils.config.settings import Settings
@@ -176,11 +177,7 @@ class KafkaMonitor:
 
     def caught_up(self) -> bool:
         """Whether every assigned partition has been read to its end and completed (--burst's exit)."""
-        assigned = list(self.consumer.assignment())
-        if self._in_flight is not None or not assigned:
-            return False
-        ends = self.consumer.end_offsets(assigned)
-        return all(self.consumer.position(tp) >= end for tp, end in ends.items())
+        return self._in_flight is None and read_to_end(self.consumer)
 
     def close(self) -> None:
         stopping = threading.Event()

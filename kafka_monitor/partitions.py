@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import CommitFailedError
+
+from utils.config.consumer import commit_past, rewind
 
 log = logging.getLogger(__name__)
 
@@ -28,26 +29,13 @@ class Partitions:
     def poll(self, timeout_ms: int) -> list[ConsumerRecord]:
         return [record for part in self.consumer.poll(timeout_ms=timeout_ms).values() for record in part]
 
-    def commit(self, records: list[ConsumerRecord]) -> None:
-        """Commit past `records`; after a rebalance that fails, and the new owner replays (idempotently)."""
-        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        for record in records:
-            offsets[TopicPartition(record.topic, record.partition)] = OffsetAndMetadata(record.offset + 1, "", -1)
-        try:
-            self.consumer.commit(offsets)
-        except CommitFailedError as exc:
-            log.warning("Offsets not committed; the batch will be replayed", extra={"error": str(exc)})
+    def commit(self, records: list[ConsumerRecord]) -> bool:
+        """Commit past `records`; False when it failed (the new owner replays, idempotently)."""
+        return commit_past(self.consumer, records)
 
     def rewind(self, records: list[ConsumerRecord]) -> None:
         """Seek back to the first of `records` in each partition still assigned: read them again."""
-        first: dict[TopicPartition, int] = {}
-        for record in records:
-            tp = TopicPartition(record.topic, record.partition)
-            first[tp] = min(first.get(tp, record.offset), record.offset)
-        assigned = self.consumer.assignment()
-        for tp, offset in first.items():
-            if tp in assigned:
-                self.consumer.seek(tp, offset)
+        rewind(self.consumer, records)
 
     def idle_poll(self, seconds: float) -> None:
         """A poll that only keeps the group membership; anything it returns is read again later."""

@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import CommitFailedError, KafkaError
+from kafka.errors import KafkaError
 
 from utils.config.clients import kafka_consumer, subscribe
+from utils.config.consumer import commit_past, rewind
 from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -92,26 +93,11 @@ class Feed:
 
     def commit(self, records: list[ConsumerRecord]) -> bool:
         """Commit past `records`; False when it failed (a rebalance: the new owner replays, harmlessly)."""
-        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        for record in records:
-            offsets[TopicPartition(record.topic, record.partition)] = OffsetAndMetadata(record.offset + 1, "", -1)
-        try:
-            self.consumer.commit(offsets)
-        except (CommitFailedError, KafkaError) as exc:
-            log.warning("Offsets not committed; the batch will be replayed", extra={"error": repr(exc)})
-            return False
-        return True
+        return commit_past(self.consumer, records)
 
     def rewind(self, records: list[ConsumerRecord]) -> None:
         """Seek back to the first of `records` in every partition still assigned."""
-        first: dict[TopicPartition, int] = {}
-        for record in records:
-            tp = TopicPartition(record.topic, record.partition)
-            first[tp] = min(first.get(tp, record.offset), record.offset)
-        assigned = self.consumer.assignment()
-        for tp, offset in first.items():
-            if tp in assigned:
-                self.consumer.seek(tp, offset)
+        rewind(self.consumer, records)
 
     def pause(self) -> None:
         self.paused = True

@@ -26,6 +26,7 @@ from sink.schema import Tables
 from sink.stats import SinkStats
 from sink.store import Store, Written, unavailable
 from utils.config.clients import ensure_topics, kafka_producer
+from utils.config.consumer import read_to_end
 from utils.config.postgres import postgres_conninfo, postgres_target
 from utils.config.settings import Settings
 from utils.observability.metrics import (
@@ -216,12 +217,7 @@ class Sink:
 
     def caught_up(self) -> bool:
         """Whether every assigned partition is read to its end (for --burst)."""
-        consumer = self.feed.consumer
-        assigned = consumer.assignment()
-        if not assigned:
-            return False
-        ends = consumer.end_offsets(list(assigned))
-        return all(consumer.position(tp) >= end for tp, end in ends.items())
+        return read_to_end(self.feed.consumer)
 
     def close(self) -> None:
         if self.stats is not None:

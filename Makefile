@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := python3-venv redis-server zookeeper tinyproxy docker-compose chromium postgresql maven default-jre-headless
-TEST_DEBIAN_PACKAGES := sudo  # tests/e2e/test_first_run.py runs `make run` as an unprivileged user with sudo
+TEST_DEBIAN_PACKAGES := sudo prometheus  # sudo: tests/e2e/test_first_run.py runs `make run` unprivileged; prometheus: promtool (tests/unit/test_alert_rules.py)
 # Apache Kafka's jars, fetched once from Maven Central (services/kafka/pom.xml) into the user's cache.
 KAFKA_VERSION := 4.2.0
 KAFKA_LIBS := $(or $(SHOAL_KAFKA_LIBS),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/kafka-$(KAFKA_VERSION)/libs)

@@ -17,7 +17,8 @@ from bench.common import RESULTS, machine
 # (f) memory, (g) info/stop, (h) throttle accuracy; (e) round trips per page come with (a).
 BENCHMARKS = ["crawl_vs_scrapy", "latency", "kafka_monitor_ingest", "memory", "info_stop",
               "throttle_accuracy", "scheduler_ops", "frontier_scale", "broad_crawl", "render",
-              "items_vs_scrapy", "hostile_memory", "sink_throughput", "warc_write"]
+              "items_vs_scrapy", "hostile_memory", "sink_throughput", "warc_write",
+              "keda_simulation"]
 
 
 def run(name: str) -> dict | None:

@@ -28,7 +28,8 @@ EVERY_OPTION = [f"components.{name}.enabled=true" for name in sorted(OFF_BY_DEFA
 ]  # fmt: skip
 KEDA = [*EVERY_OPTION, "autoscaling.keda.enabled=true"]
 HPA = [*EVERY_OPTION, "autoscaling.hpa.enabled=true"]
-CRD_KINDS = {"ScaledObject": "keda.sh/v1alpha1", "ServiceMonitor": "monitoring.coreos.com/v1"}
+CRD_KINDS = {"ScaledObject": "keda.sh/v1alpha1", "ServiceMonitor": "monitoring.coreos.com/v1",
+             "PrometheusRule": "monitoring.coreos.com/v1"}  # fmt: skip
 
 
 def helm() -> str:

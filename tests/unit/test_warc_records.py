@@ -9,7 +9,7 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-from warc.files import Rotation, WarcFiles, complete_end, recover
+from warc.files import Rotation, WarcFiles, complete_end, index, recover
 from warc.records import IDENTICAL, NOT_MODIFIED, LastPayloads, RecordMaker, sha1_digest
 
 URL = "http://127.0.0.1:8181/a.html"
@@ -149,3 +149,25 @@ def test_a_killed_writers_file_is_cut_after_its_last_whole_record_and_closed(tmp
         assert stream.read()  # every member whole
     assert (crashed / (closed[0].name + ".cdxj")).exists()
     files.close()
+
+
+def test_the_index_made_while_writing_is_the_one_cdxj_indexer_makes_from_the_file(tmp_path: Path) -> None:
+    files = WarcFiles(tmp_path, Rotation(), "w1")
+    maker = RecordMaker(files.builder(), LastPayloads(10), ["render"])
+    pages = [page(), page(fetch_time="2026-11-27T21:00:00.000000"),
+             page(status_code=304, status_msg="Not Modified", body="", fetch_time="2026-11-28T21:00:00.000000"),
+             page(url=URL + "?big", response_url=URL + "?big", body=None, body_dropped=True, body_bytes=1 << 24),
+             page(url=URL + "?dom", response_url=URL + "?dom", spiderid="render", http_version=None),
+             page(url="http://127.0.0.1:8181/b.pdf", response_url="http://127.0.0.1:8181/b.pdf",
+                  response_headers={"Content-Type": ["application/pdf"]}, raw_response_headers=None,
+                  body=base64.b64encode(b"%PDF-1.4 x").decode(), body_encoding="base64")]  # fmt: skip
+    for one in pages:
+        files.write(maker.records(one))  # type: ignore[arg-type]
+    closed = files.close()
+    assert closed is not None
+    ours = (tmp_path / (closed.name + ".cdxj")).read_text()
+    again = tmp_path / "again"
+    again.mkdir()
+    theirs = index(closed.rename(again / closed.name)).read_text()  # cdxj-indexer reading the file
+    assert ours == theirs
+    assert len(ours.splitlines()) == 6  # response, two revisits, truncated response, DOM, pdf (outlinks not indexed)

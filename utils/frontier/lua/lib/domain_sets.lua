@@ -1,4 +1,5 @@
--- lib/domain_sets.lua: pasted into the scripts that change a domain's queue (`--! include`).
+-- lib/domain_sets.lua: the line of a spider's domains and its class listings, and where a domain's
+-- throttle state is; pasted into the scripts that change a domain's queue (`--! include`).
 --
 -- Every domain with queued requests is in its spider's line once, whether its throttle allows it
 -- now or not:

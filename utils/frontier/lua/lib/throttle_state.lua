@@ -1,4 +1,5 @@
--- lib/throttle_state.lua: pasted into the scripts that touch a throttle's state (`--! include`).
+-- lib/throttle_state.lua: the packed throttle state of a domain and the hash of a prefix's states;
+-- pasted into the scripts that touch a throttle's state (`--! include`).
 --
 -- A throttle key is `<P><domain>`, P its prefix ('', '<spider>:', '<ip>:' or '<spider>:<ip>:',
 -- after the shard's hash tag). The state of every domain under one prefix is one HASH,

@@ -6,7 +6,7 @@ returns them) and write record-level-gzipped WARC/1.1 to a temporary directory o
 
 - shoal: the component's own path (`warc.loop.Archiver.write` minus the Kafka poll: JSON decode,
   `RecordMaker`: request, response, outlink metadata, header fix-ups, revisit check; `WarcFiles`:
-  Heritrix-named `.open` file, flush + fsync every WARC_BATCH messages, rotation, rename, CDXJ index);
+  Heritrix-named `.open` file, CDXJ lines, flush + fsync every WARC_BATCH messages, rotation, rename);
 - plain: decode each message, build its request and response records with warcio, write them; one
   fsync and no index at the end.
 
@@ -62,9 +62,9 @@ def messages(count: int) -> list[bytes]:
     return out
 
 
-def shoal(data: list[bytes], directory: Path, gzip: bool) -> tuple[float, int, int, float]:
-    """(seconds, records, bytes, seconds of the CDXJ indexing at close) of the component's write path."""
-    began = time.perf_counter()
+def shoal(data: list[bytes], directory: Path, gzip: bool) -> tuple[float, float, int, int]:
+    """(seconds, CPU seconds, records, bytes) of the component's write path, its CDXJ index included."""
+    began, cpu = time.perf_counter(), time.process_time()
     files = WarcFiles(directory, Rotation(gzip=gzip, info={"software": "bench"}), "bench")
     maker = RecordMaker(files.builder(), LastPayloads(100_000), ["render"])
     records = 0
@@ -75,18 +75,16 @@ def shoal(data: list[bytes], directory: Path, gzip: bool) -> tuple[float, int, i
             records += len(made)
         files.sync()
         files.rotate_if_due()
-    closing = time.perf_counter()
     closed = files.close()
-    done = time.perf_counter()
     assert closed is not None
-    return done - began, records, closed.stat().st_size, done - closing
+    return time.perf_counter() - began, time.process_time() - cpu, records, closed.stat().st_size
 
 
 
-def plain(data: list[bytes], directory: Path) -> tuple[float, int, int, float]:
-    """(seconds, records, bytes, 0) of warcio in a plain loop: the same request, response and outlink
-    metadata records per message."""
-    began = time.perf_counter()
+def plain(data: list[bytes], directory: Path) -> tuple[float, float, int, int]:
+    """(seconds, CPU seconds, records, bytes) of warcio in a plain loop: the same request, response and
+    outlink metadata records per message, no index."""
+    began, cpu = time.perf_counter(), time.process_time()
     path = directory / "plain.warc.gz"
     records = 0
     with open(path, "wb") as stream:
@@ -109,7 +107,7 @@ def plain(data: list[bytes], directory: Path) -> tuple[float, int, int, float]:
             records += 3
         stream.flush()
         os.fsync(stream.fileno())
-    return time.perf_counter() - began, records, path.stat().st_size, 0.0
+    return time.perf_counter() - began, time.process_time() - cpu, records, path.stat().st_size
 
 
 def main() -> None:
@@ -118,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     data = messages(args.pages)
     mib = sum(len(raw) for raw in data) / 2**20
-    best: dict[str, tuple[float, int, int, float]] = {}
+    best: dict[str, tuple[float, float, int, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(3):
             for name in ("plain", "shoal"):
@@ -127,30 +125,30 @@ def main() -> None:
                 result = plain(data, where) if name == "plain" else shoal(data, where, gzip=True)
                 if name not in best or result[0] < best[name][0]:
                     best[name] = result
-        _, _, raw_size, _ = shoal(data, Path(tmp) / "nogzip", gzip=False)
-    (s_sec, s_rec, s_size, s_index), (p_sec, p_rec, _, _) = best["shoal"], best["plain"]
+        raw_size = shoal(data, Path(tmp) / "nogzip", gzip=False)[3]
+    (s_sec, s_cpu, s_rec, s_size), (p_sec, p_cpu, p_rec, _) = best["shoal"], best["plain"]
     ratio = p_sec / s_sec
-    write_ratio = p_sec / (s_sec - s_index)
     figures = {
         "pages": args.pages,
         "message_mib": round(mib, 1),
         "shoal_pages_per_s": round(args.pages / s_sec),
         "shoal_records_per_s": round(s_rec / s_sec),
         "shoal_mib_per_s": round(mib / s_sec, 1),
+        "shoal_cpu_us_per_page": round(s_cpu / args.pages * 1e6),
         "plain_pages_per_s": round(args.pages / p_sec),
         "plain_records_per_s": round(p_rec / p_sec),
         "plain_mib_per_s": round(mib / p_sec, 1),
+        "plain_cpu_us_per_page": round(p_cpu / args.pages * 1e6),
         "pages_ratio_vs_plain": round(ratio, 3),
-        "index_seconds": round(s_index, 2),
-        "pages_ratio_vs_plain_without_index": round(write_ratio, 3),
+        "cpu_ratio_vs_plain": round(p_cpu / s_cpu, 3),
         "gzip_bytes": s_size,
         "uncompressed_bytes": raw_size,
         "gzip_size_ratio": round(s_size / raw_size, 3),
+        "load_average": round(os.getloadavg()[0], 1),
     }
     for name, value in figures.items():
         print(f"{name:>24}: {value}")
-    checks = {f"pages/s >= {TARGET}x plain warcio (CDXJ index included)": ratio >= TARGET,
-              f"pages/s >= {TARGET}x plain warcio (writing only)": write_ratio >= TARGET}
+    checks = {f"pages/s >= {TARGET}x plain warcio": ratio >= TARGET}
     print_checks(checks)
     print(f"written: {write_result('warc_write', figures, checks)}")
 

@@ -2,9 +2,10 @@
 
 `BlockDetector.detect` looks at one response of a leased request and answers a `Detection` (a
 reason) or None. Signs: a status of BLOCK_STATUSES (403, 429, 503; a Retry-After is kept), a body
-matching a marker (BLOCK_MARKERS and the domain's `blocks.markers` in ZooKeeper, on RE2), a 200 HTML
-page far smaller than the domain's usual HTML pages (BLOCK_SMALL_RATIO of their running mean), and an HTML
-page without links where the domain's pages usually have some. Users add signs by subclassing
+matching a marker (BLOCK_MARKERS and the domain's `blocks.markers` in ZooKeeper, on RE2), and, when
+switched on (they suit domains of alike pages), a 200 HTML page far smaller than the domain's usual
+HTML pages (BLOCK_SMALL_RATIO of their running mean) and an HTML page without links where the
+domain's pages usually have some (BLOCK_LINKS_VANISHED). Users add signs by subclassing
 and naming their class in BLOCK_DETECTOR (docs/how-to/sites-that-push-back.md).
 """
 
@@ -49,21 +50,21 @@ class Detector(Protocol):
 
 class BlockDetector:
     def __init__(self, statuses: frozenset[int], markers: tuple[str, ...], small_ratio: float,
-                 min_samples: int) -> None:  # fmt: skip
+                 min_samples: int, links_vanished: bool = True) -> None:  # fmt: skip
         self.statuses, self.markers = statuses, markers
-        self.small_ratio, self.min_samples = small_ratio, min_samples
+        self.small_ratio, self.min_samples, self.links_vanished = small_ratio, min_samples, links_vanished
         self.shapes: dict[str, DomainShape] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BlockDetector:
         return cls(frozenset(int(s) for s in settings.get_list("BLOCK_STATUSES")),
                    tuple(settings.get_list("BLOCK_MARKERS")), settings.get_float("BLOCK_SMALL_RATIO"),
-                   settings.get_int("BLOCK_MIN_SAMPLES"))  # fmt: skip
+                   settings.get_int("BLOCK_MIN_SAMPLES"), settings.get_bool("BLOCK_LINKS_VANISHED"))  # fmt: skip
 
     def detect(self, response: Response, domain: str, markers: tuple[str, ...] = ()) -> Detection | None:
         """The first sign found, else None (and the page joins the domain's usual shape)."""
         found = self.by_status(response) or self.by_marker(response, self.markers + markers)
-        if found is not None or response.status != 200:
+        if found is not None or response.status != 200 or not (self.small_ratio or self.links_vanished):
             return found
         return self.by_shape(response, domain)
 
@@ -88,7 +89,7 @@ class BlockDetector:
         if shape.pages >= self.min_samples:
             if size < self.small_ratio * shape.size:
                 return Detection("small_page", f"{size} bytes, usually {shape.size:.0f}")
-            if html and links == 0 and shape.links >= 1:
+            if self.links_vanished and html and links == 0 and shape.links >= 1:
                 return Detection("links_vanished", f"no links, usually {shape.links:.1f}")
         shape.add(size, links)
         return None

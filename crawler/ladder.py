@@ -7,9 +7,10 @@ when it comes back to 0), and a 429/503's Retry-After holds it back as for any r
 proxy pool takes the request (with LADDER_PROXY_ONLY, only from there). Level 3: the request moves
 to the render spider's queue while render nodes report. Level 4: each request is dead-lettered.
 
-A response the detector calls a block counts against the domain and is retried through Redis (so it
-is fetched again at the level the domain has by then); a clean page of a domain above 0 counts
-towards its way down.
+A response the detector calls a block counts against the domain (unless its try was stamped below the
+domain's level: that step was already taken) and is retried through Redis, so it is fetched again at
+the level the domain has by then (a status only when RETRY_HTTP_CODES has it); a clean page of a
+domain above 0 counts towards its way down.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class LadderMiddleware:
         self.state_ttl = settings.get_int("LADDER_STATE_TTL")
         self.render_spider = settings.get_str("LADDER_RENDER_SPIDER")
         self.render_alive = settings.get_float("HEARTBEAT_TIMEOUT")
+        self.retry_codes = {int(code) for code in settings.get_list("RETRY_HTTP_CODES")}
         self.by = f"{socket.gethostname()}:{os.getpid()}"
         self.cache: dict[str, tuple[float, int]] = {}  # domain -> (read at, level)
         self.renderers: tuple[float, bool] = (0.0, False)
@@ -102,12 +104,20 @@ class LadderMiddleware:
             record_block(spider.name, found.reason)
             log.warning("Block detected", extra={"spiderid": spider.name, "domain": lease.domain, "url": response.url,
                                                  "reason": found.reason, "detail": found.detail, "level": level})
-            self.step(spider, lease.domain, self.ladder.detect, found.reason)
-            if not request.meta.get("dont_retry"):
+            if level >= self.cache.get(lease.domain, (0.0, 0))[1]:  # a try stamped below: already answered
+                self.step(spider, lease.domain, self.ladder.detect, found.reason)
+            if self.retried(request, response):
                 raise RetryableStatus(response)
         elif level > 0 or self.cache.get(lease.domain, (0.0, 0))[1] > 0:
             self.step(spider, lease.domain, lambda s, d, r, b, rules: self.ladder.clean(s, d, 1, b, rules), "clean")
         return response
+
+    def retried(self, request: Request, response: Response) -> bool:
+        """A block is tried again through Redis, at the domain's level by then: a 200 (CAPTCHA, shell)
+        always; a status when it is one of RETRY_HTTP_CODES (else it stays a page, as before)."""
+        if request.meta.get("dont_retry"):
+            return False
+        return response.status == 200 or response.status in self.retry_codes
 
     # --- Levels -----------------------------------------------------------------------------------
     def level(self, spider: Spider, domain: str) -> int:

@@ -147,6 +147,19 @@ def test_blocks_are_retried_and_step_the_domain_up_then_clean_pages_bring_it_dow
     assert scheduler.delays[-1] == ("shop.test", 0.0)
 
 
+def test_a_forbidden_page_moves_the_ladder_and_stays_a_page_unless_403_is_retried(
+    middleware: tuple[LadderMiddleware, Spider, list[Any], Spy],
+) -> None:
+    mw, spider, _, _ = middleware
+    request = leased(1)
+    mw.process_request(request, spider)
+    assert mw.process_response(request, answer(request, 403), spider).status == 403  # not in RETRY_HTTP_CODES
+    mw.retry_codes.add(403)
+    with pytest.raises(RetryableStatus):
+        mw.process_response(request, answer(request, 403), spider)
+    assert mw.ladder.state("link", "shop.test")["detections"] == 2
+
+
 def test_a_paused_domains_request_is_dead_lettered(middleware: tuple[LadderMiddleware, Spider, list[Any], Spy]) -> None:
     mw, spider, _, _ = middleware
     mw.ladder.set_level("link", "shop.test", 4)

@@ -233,7 +233,8 @@ PROXY_STATE_TTL = 604800  # seconds; idle expiry of the pool's counters and quar
 BLOCK_DETECTOR = "crawler.blocks.BlockDetector"  # import path of the block detector class (subclass it to add signs)
 BLOCK_STATUSES = [403, 429, 503]  # HTTP statuses; a response with one is a block detection
 BLOCK_MARKERS: list[str] = []  # list of RE2 regexes; a body matching one is a block (a domain adds its own in ZooKeeper)
-BLOCK_SMALL_RATIO = 0.1  # fraction; a 200 page smaller than this share of its domain's usual size is a block
+BLOCK_SMALL_RATIO = 0.0  # fraction; a 200 page smaller than this share of its domain's usual size is a block; 0 = off
+BLOCK_LINKS_VANISHED = False  # bool; an HTML page without links where the domain's pages have some is a block
 BLOCK_MIN_SAMPLES = 5  # pages; clean pages of a domain seen before its usual size and link count are trusted
 LADDER_ENABLED = True  # bool; detections move a domain up its ladder (off: detected and counted only)
 LADDER_LEVELS = [0, 1, 2, 3, 4]  # list of levels a domain may use: 0 configured, 1 slower, 2 proxied, 3 rendered, 4 paused

@@ -2,10 +2,11 @@
 
 `<prefix>-<17-digit UTC timestamp>-<serial>-<pid>~<host>~<component id>.warc.gz`: a file is opened
 with its `warcinfo` record, takes records until it passes WARC_MAX_SIZE bytes or WARC_MAX_AGE
-seconds, and is then fsynced, renamed to its final name and indexed (`<name>.cdxj`, pywb's CDXJ, by
-cdxj-indexer). A writer holds an exclusive lock on its `.open` file, so at start a process closes
-every `.open` file of the directory whose writer is gone (killed): the file is cut after its last
-complete record and closed like any other. No reader ever sees a file that warcio cannot read.
+seconds, and is then fsynced, renamed to its final name and indexed (`<name>.cdxj`, pywb's CDXJ:
+the lines cdxj-indexer writes, made as the records are written). A writer holds an exclusive lock
+on its `.open` file, so at start a process closes every `.open` file of the directory whose writer
+is gone (killed): the file is cut after its last complete record and closed like any other. No
+reader ever sees a file that warcio cannot read.
 """
 
 from __future__ import annotations

@@ -186,6 +186,33 @@ function renderRenderers(data) {
     el("td", { class: "num" }, fmt(r.browser_restarts)))));
 }
 
+// Revisits (issue 31): per crawl from GET /revisits, every REVISITS_MS; hidden without a sink's tables.
+const REVISITS_MS = 10000;
+let revisitsAt = 0;
+
+function seconds(v) { return v === null || v === undefined ? "–" : v.toFixed(1); }
+
+function renderRevisits(rows) {
+  document.getElementById("revisits-card").hidden = !rows.length;
+  document.querySelector("#revisits tbody").replaceChildren(...rows.map((r) => el("tr", { "data-crawl": `${r.appid}/${r.crawlid}` },
+    el("td", {}, `${r.appid}/${r.crawlid}`), el("td", { class: "num" }, fmt(r.due_now)),
+    el("td", { class: "num" }, `${seconds(r.lateness_p50_s)} / ${seconds(r.lateness_p99_s)}`),
+    el("td", { class: "num" }, r.not_modified_share === null ? "–" : `${(100 * r.not_modified_share).toFixed(0)} %`),
+    el("td", { class: "num" }, fmt(r.changes_per_hour)),
+    el("td", {}, r.paused ? el("span", { class: "pill warn" }, "paused") : el("span", { class: "pill ok" }, `${fmt(r.tracked)} pages`)))));
+}
+
+async function refreshRevisits() {
+  if (Date.now() - revisitsAt < REVISITS_MS) return;
+  revisitsAt = Date.now();
+  try {
+    const envelope = await (await fetch("/revisits", { cache: "no-store" })).json();
+    renderRevisits(envelope.status === "SUCCESS" ? envelope.data : []);
+  } catch (err) {
+    renderRevisits([]);
+  }
+}
+
 function pagePill(page) {
   const code = page.status_code;
   const kind = page.success === false || !code ? "bad" : code >= 400 ? "warn" : "ok";
@@ -240,6 +267,7 @@ async function refresh() {
       render(data);
     }
     pickStream(data);
+    refreshRevisits();
   } catch (err) {
     const banner = document.getElementById("banner");
     banner.hidden = false;

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import Page
 from prometheus_client import CollectorRegistry, generate_latest
 
 from kafka_monitor.sink_check import SinkCheck
 from revisit.claims import claim
-from tests.integration.test_rest_helpers import client_of, gateway_cluster
+from tests.e2e.test_dashboard_browser import browser_page  # noqa: F401 - the Chromium page fixture
+from tests.integration.test_rest_helpers import base_url, client_of, gateway_cluster
 from tests.integration.test_revisit_state import Sink, fetch
 from tests.support.cluster import TestCluster
 from tests.support.postgres import Postgres
@@ -37,8 +39,8 @@ def tracked(sink: Sink, crawlid: str, n: int) -> None:
     sink.write(*messages)
 
 
-def test_rest_and_the_cli_show_pause_resume_and_drop_a_crawls_revisits(
-    services: LocalServices, tmp_path: Path, postgres: Postgres, pg_schema: str
+def test_rest_the_dashboard_and_the_cli_show_pause_resume_and_drop_a_crawls_revisits(
+    services: LocalServices, tmp_path: Path, postgres: Postgres, pg_schema: str, browser_page: Page,  # noqa: F811
 ) -> None:
     sink = Sink(postgres, pg_schema)
     tracked(sink, "r1", 5)
@@ -47,6 +49,11 @@ def test_rest_and_the_cli_show_pause_resume_and_drop_a_crawls_revisits(
         http = client_of(cluster)
         every = http.get("/revisits").json()["data"]
         assert [(s["crawlid"], s["tracked"], s["due_now"]) for s in every] == [("r1", 5, 5), ("r2", 3, 3)]
+        browser_page.goto(f"{base_url(cluster)}/dashboard")  # the dashboard's revisits card, in Chromium
+        browser_page.wait_for_selector('tr[data-crawl="app/r2"]', timeout=15_000)
+        cells = browser_page.locator('tr[data-crawl="app/r1"] td').all_inner_texts()
+        assert cells[:2] == ["app/r1", "5"]
+        assert cells[5] == "5 pages"
         assert http.post("/crawls/app/r1/revisits/pause").json()["data"]["paused"] is True
         with postgres.connect() as connection:
             assert {row.crawlid for row in claim(connection, pg_schema, 100, 3600)} == {"r2"}  # r1 held

@@ -61,7 +61,7 @@ local throttles = K.throttles(prefix)
 local own = prefix == K.spider_throttle_prefix(sid)  -- the line carries the states (lib/domain_sets.lua)
 local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is looked at again
 
--- What one call changes, written once per batch by flush(b): members leaving the line, members
+-- What one call changes (`b`, handed to every step below), written once per batch by flush(b): members leaving the line, members
 -- entering it (score, member, ...), each domain's new member (`owner`, false = none; `changed`
 -- names the domains to write), the classes to list again, the throttle states read (`states`,
 -- domain -> packed state as read) and to keep: carried in the line (`carry`) or in the hash
@@ -72,7 +72,7 @@ local b = {leaving = {}, entering = {}, owner = {}, changed = {}, touched = {}, 
            crawls = cc_new(sid)}
 
 -- Keep the domain's new state (kept until `exp`): carried in the line while it stays there.
-local function keep_state(d, state, exp, in_line)
+local function keep_state(b, d, state, exp, in_line)
   if own and in_line then
     b.carry[d] = state
     return
@@ -83,22 +83,22 @@ local function keep_state(d, state, exp, in_line)
   if exp > b.th_need then b.th_need = exp end
 end
 
-local function set_owner(d, m)
+local function set_owner(b, d, m)
   b.owner[d] = m
   b.changed[d] = true
 end
 
 -- The domain leaves the line entry `m` and goes back in at `score`, due at `at`.
-local function requeue(d, m, score, at)
+local function requeue(b, d, m, score, at)
   local nm = ds_stamp(at) .. d
   b.leaving[#b.leaving + 1] = m
   b.entering[#b.entering + 1] = score
   b.entering[#b.entering + 1] = nm
-  set_owner(d, nm)
+  set_owner(b, d, nm)
   b.touched[ds_class(score)] = score
 end
 
-local function flush()
+local function flush(b)
   local set, del = {}, {}
   for d in pairs(b.changed) do
     if b.owner[d] then
@@ -123,9 +123,9 @@ local function flush()
 end
 
 -- A line entry that does not match its domain's queue: the domain goes where its queue says.
-local function mend(d, m)
+local function mend(b, d, m)
   b.leaving[#b.leaving + 1] = m
-  flush()  -- ds_place below reads the line as written
+  flush(b)  -- ds_place below reads the line as written
   local v = redis.call('HGET', line_of, d)
   if v and ds_member(v, d) == m then ds_leave(sid, d) end
   ds_place(sid, d, now)
@@ -137,23 +137,23 @@ end
 -- Lease the domain's best request (`head`: its queue's first two members with their scores); the
 -- domain then goes back into the line at the time its throttle next allows it. Returns true when
 -- it is due now in a better class than `score` (the classes must be looked at again).
-local function lease_one(d, m, head, score, st)
+local function lease_one(b, d, m, head, score, st)
   local qm = head[1]
   redis.call('ZREM', K.queue(sid, d), qm)
   local at, state, exp = tr_spend(rules, st)
   local better = false
   if #head < 4 then  -- the queue is empty now
     b.leaving[#b.leaving + 1] = m
-    set_owner(d, false)
+    set_owner(b, d, false)
     redis.call('ZREM', heads, d)
     local held = b.states[d] or ''
     if not state and own and held ~= '' then state, exp = held, th_exp(held) end  -- it keeps what it carried
-    if state then keep_state(d, state, exp, false) end
+    if state then keep_state(b, d, state, exp, false) end
   else
-    if state then keep_state(d, state, exp, true) end
+    if state then keep_state(b, d, state, exp, true) end
     local next_score = tonumber(head[4])
     if next_score ~= score then redis.call('ZADD', heads, next_score, d) end
-    requeue(d, m, next_score, at)
+    requeue(b, d, m, next_score, at)
     if at > now then b.denied = b.denied + 1 end
     better = at <= now and next_score < score
   end
@@ -178,36 +178,36 @@ end
 
 -- Look at one due line entry (`m`, class `score`): lease, put back until its throttle allows it,
 -- or mend. Returns true when the classes must be looked at again.
-local function examine(d, m, score)
+local function examine(b, d, m, score)
   if b.owner[d] ~= m then  -- a stale entry
-    mend(d, m)
+    mend(b, d, m)
     b.work = b.work + 1
     return true
   elseif blacklist[d] then
-    requeue(d, m, score, now + BLACKLIST_RECHECK)
+    requeue(b, d, m, score, now + BLACKLIST_RECHECK)
     b.work = b.work + 1
     return false
   end
   local head = redis.call('ZRANGE', K.queue(sid, d), 0, 1, 'WITHSCORES')
   if #head == 0 or tonumber(head[2]) ~= score then
-    mend(d, m)
+    mend(b, d, m)
     b.work = b.work + 1
     return true
   end
   local st = tr_read(rules, d, b.states[d] or '')
   if st.at > now then
-    requeue(d, m, score, st.at)
+    requeue(b, d, m, score, st.at)
     b.denied = b.denied + 1
     b.work = b.work + 1
     return false
   end
   b.leased = b.leased + 1
-  return lease_one(d, m, head, score, st)
+  return lease_one(b, d, m, head, score, st)
 end
 
 -- The owners and throttle states of a batch of due domains, by the rule of lib/domain_sets.lua:
 -- carried in their line_of values under the spider's own prefix, else one read of the hash.
-local function read_batch(domains)
+local function read_batch(b, domains)
   local values = redis.call('HMGET', line_of, unpack(domains))
   local uncarried = {}  -- domains whose state is in the hash
   for j, d in ipairs(domains) do
@@ -232,7 +232,7 @@ rt_promote_due(sid, b.crawls, now, promote_max)
 cl_wake(sid, now, budget)
 rp_repair(sid, policy, now, budget, throttles)
 while b.leased < max_items and b.work < budget do
-  flush()
+  flush(b)
   local best = redis.call('ZRANGE', K.classes_ready(sid), 0, 0, 'WITHSCORES')
   if #best == 0 then break end
   local c, score = best[1], tonumber(best[2])
@@ -246,13 +246,13 @@ while b.leased < max_items and b.work < budget do
     domains[j] = string.sub(m, DS_STAMP + 1)
   end
   if #domains > 0 then
-    read_batch(domains)
+    read_batch(b, domains)
     for j, d in ipairs(domains) do
-      if examine(d, due[j], score) then break end
+      if examine(b, d, due[j], score) then break end
     end
   end
 end
-flush()
+flush(b)
 
 -- What the call hands back: its leases with their payloads, then when to come back.
 local out = b.out

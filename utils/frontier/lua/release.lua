@@ -9,6 +9,7 @@
 -- The attempt is not counted: the request was never tried.
 
 --! include domain_sets
+--! include crawl_counts
 
 local NF = 6
 local state_ttl = tonumber(ARGV[1])
@@ -24,10 +25,7 @@ for i = 2, #ARGV, NF do
     sid_of = sid
     touch(sid, d)
     redis.call('ZADD', K.queue(sid, d), score, m)
-    local progress = K.crawl_progress(sid, appid, crawlid)
-    redis.call('HINCRBY', progress, 'inflight', -1)
-    redis.call('HINCRBY', progress, 'queued', 1)
-    redis.call('EXPIRE', progress, state_ttl)
+    cc_moved(K.crawl_progress(sid, appid, crawlid), 'inflight', 'queued', state_ttl)
     out[#out + 1] = 'released'
   else
     out[#out + 1] = 'unknown'

@@ -14,6 +14,7 @@
 -- crawl's progress counts it under `retrying` meanwhile, so the crawl never looks finished.
 
 --! include domain_sets
+--! include crawl_counts
 
 local NF = 9
 local state_ttl = tonumber(ARGV[1])
@@ -40,11 +41,7 @@ for i = 2, #ARGV, NF do
   if redis.call('ZREM', K.inflight(sid), entry) == 1 then
     redis.call('HSET', K.crawl_requests(sid, appid, crawlid), string.sub(m, 1, 16) .. d, payload)
     redis.call('ZADD', K.delayed(sid), now + delay, entry)
-    local progress = K.crawl_progress(sid, appid, crawlid)
-    redis.call('HINCRBY', progress, 'inflight', -1)
-    redis.call('HINCRBY', progress, 'retrying', 1)
-    redis.call('HSET', progress, 'updated', t[1])
-    redis.call('EXPIRE', progress, state_ttl)
+    cc_moved(K.crawl_progress(sid, appid, crawlid), 'inflight', 'retrying', state_ttl, t[1])
     out[#out + 1] = 'delayed'
   else
     out[#out + 1] = 'unknown'

@@ -8,6 +8,9 @@
 --   progress = its counters hash}; nil when the crawl is gone. Reads <sid>:crawl_names once a code.
 -- cc_count(cc, crawl, field, n): add n to the crawl's counter `field` (in memory).
 -- cc_write(cc, ttl): HINCRBY every counted field, and the crawl's progress hash lives `ttl` s more.
+-- cc_moved(progress, from, to, ttl, updated): at once, one request of the crawl whose progress
+--   hash is `progress` moves from the counter `from` to `to`; stamped `updated` (unix s, nil =
+--   not stamped); the hash lives `ttl` s more (the per-request scripts: retry, release).
 
 --! include keys
 
@@ -44,4 +47,11 @@ local function cc_write(cc, ttl)
     redis.call('EXPIRE', progress, ttl)
   end
   cc.counts = {}
+end
+
+local function cc_moved(progress, from, to, ttl, updated)
+  redis.call('HINCRBY', progress, from, -1)
+  redis.call('HINCRBY', progress, to, 1)
+  if updated then redis.call('HSET', progress, 'updated', updated) end
+  redis.call('EXPIRE', progress, ttl)
 end

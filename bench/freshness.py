@@ -108,6 +108,7 @@ def message(url: str, status: int, headers: dict[str, str], body: bytes, stamp: 
 
 
 def run_policy(name: str, policy: dict[str, Any], args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
+    print(f"running {name} ...", flush=True)
     clock = SimClock()
     rates = [args.slowest * (args.fastest / args.slowest) ** ((i + 0.5) / args.pages) for i in range(args.pages)]
     site = generate_site(hosts=1, pages_per_host=2, seed=31, base_ip_octet=231, port=free_port())
@@ -194,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         # settles at 1 in 2 and loses to uniform, Cho and Garcia-Molina); min bounds the hopeless pages.
         "adaptive": {"interval": uniform_interval, "min": uniform_interval / 2, "max": uniform_interval * 4,
                      "inc": 1.2, "dec": 0.5, "error_interval": 60.0, "gone_interval": 0.0},
+        # The same bounds with a symmetric rule (x2 / x0.5), for comparison: it settles at 1 change in 2 visits.
+        "symmetric": {"interval": uniform_interval, "min": uniform_interval / 2, "max": uniform_interval * 4,
+                      "inc": 2.0, "dec": 0.5, "error_interval": 60.0, "gone_interval": 0.0},
     }  # fmt: skip
     postgres, root = start_postgres()
     try:

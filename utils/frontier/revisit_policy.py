@@ -26,7 +26,7 @@ class RevisitPolicy:
     interval: float = 86400.0
     min: float = 3600.0
     max: float = 2592000.0
-    inc: float = 1.5
+    inc: float = 1.2
     dec: float = 0.5
     error_interval: float = 3600.0
     gone_interval: float = 0.0

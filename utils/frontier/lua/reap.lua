@@ -13,6 +13,7 @@
 -- request JSON (as re-queued, or as it was when it died) and its crawl `<appid>\t<crawlid>`.
 
 --! include domain_sets
+--! include crawl_counts
 
 local sid, limit, retry_times, state_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local t = redis.call('TIME')
@@ -35,31 +36,19 @@ local function with_attempt(payload, has_top, n)
   return body .. ',"attempt":' .. n .. '}'
 end
 
-local names = {}
-local function crawl_of(m)  -- the crawl named by the member's code, or nil
-  local code = string.sub(m, 17)
-  if names[code] == nil then names[code] = redis.call('HGET', K.crawl_names(sid), code) or false end
-  return names[code] or nil
-end
+local crawls = cc_new(sid)  -- the crawls met (lib/crawl_counts.lua)
 
 local out = {}
 local touched = {}  -- domains whose queue this call changed (lib/domain_sets.lua)
-local function touch(_, d) touched[d] = true end
 for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, limit)) do
   redis.call('ZREM', inflight, entry)
   local tab = string.find(entry, '\t', 1, true)
   local d, m = string.sub(entry, 1, (tab or 1) - 1), string.sub(entry, (tab or 0) + 1)
-  local name = tab and crawl_of(m)
-  local appid, crawlid, requests, payload
-  if name then
-    local sep = string.find(name, '\t', 1, true)
-    appid, crawlid = string.sub(name, 1, sep - 1), string.sub(name, sep + 1)
-    requests = K.crawl_requests(sid, appid, crawlid)
-    payload = redis.call('HGET', requests, string.sub(m, 1, 16) .. d)
-  end
+  local crawl = tab and cc_crawl(crawls, m)
+  local payload = crawl and redis.call('HGET', crawl.requests, string.sub(m, 1, 16) .. d)
   if payload then
+    local name, crawlid, requests, progress = crawl.name, crawl.crawlid, crawl.requests, crawl.progress
     local field = string.sub(m, 1, 16) .. d
-    local progress = K.crawl_progress(sid, appid, crawlid)
     local ok, req = pcall(cjson.decode, payload)
     if not ok or type(req) ~= 'table' then req = {} end
     local attempt = tonumber(req.attempt) or 0
@@ -75,7 +64,7 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
       payload = with_attempt(payload, req.attempt ~= nil, attempt + 1)
       redis.call('HSET', requests, field, payload)
       local score = -(tonumber(req.priority) or 1)
-      touch(sid, d)
+      touched[d] = true
       redis.call('ZADD', K.queue(sid, d), score, m)
       redis.call('HINCRBY', progress, 'queued', 1)
       redis.call('HINCRBY', progress, 'reaped', 1)

@@ -17,13 +17,12 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local out = {}
 local touched = {}  -- domains whose queue this call changed (lib/domain_sets.lua)
-local function touch(_, d) touched[d] = true end
 local sid_of = ''
 for i = 2, #ARGV, NF do
   local sid, d, m, appid, crawlid, score = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   if redis.call('ZREM', K.inflight(sid), d .. '\t' .. m) == 1 then
     sid_of = sid
-    touch(sid, d)
+    touched[d] = true
     redis.call('ZADD', K.queue(sid, d), score, m)
     cc_moved(K.crawl_progress(sid, appid, crawlid), 'inflight', 'queued', state_ttl)
     out[#out + 1] = 'released'

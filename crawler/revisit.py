@@ -45,6 +45,9 @@ def revisit_fields(
     host = urlparse_cached(response).hostname or ""
     policy: RevisitPolicy | None = base.merged(domain_config().revisit(host) if domain_config else None)
     policy = policy.merged(requested) if policy else None
+    hint = meta.get("revisit_hint")  # a sitemap's changefreq, seconds (crawler/sitemaps.py); 0 = never
+    if policy is not None and isinstance(hint, int | float) and "interval" not in requested:
+        policy = policy.merged({"interval": float(hint)}) if hint > 0 else None
     if policy is not None and hook is not None:
         policy = hook(response, policy)
     if policy is None or not policy.covers(url):

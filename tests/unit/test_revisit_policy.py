@@ -115,3 +115,11 @@ def test_a_spider_may_decide_per_response() -> None:
     fields = revisit_fields(response(200, meta), URL, RevisitPolicy(), hourly)
     assert fields["revisit"]["max"] == 3600
     assert fields["revisit"]["request"] == {"maxdepth": 2, "spiderid": "link"}
+
+
+def test_a_sitemaps_changefreq_sets_the_first_interval_unless_the_crawl_does() -> None:
+    meta = {"revisit": {"min": 60}, "revisit_hint": 3600}
+    assert revisit_fields(response(200, meta), URL, RevisitPolicy())["revisit"]["interval"] == 3600
+    meta = {"revisit": {"interval": 120, "min": 60}, "revisit_hint": 3600}
+    assert revisit_fields(response(200, meta), URL, RevisitPolicy())["revisit"]["interval"] == 120
+    assert "revisit" not in revisit_fields(response(200, {"revisit": {}, "revisit_hint": 0}), URL, RevisitPolicy())

@@ -7,13 +7,14 @@ page of such a crawl whose body is one) is read within bounds (crawler/sitemaps.
 are compared with what the last poll of that sitemap saw, kept in one Redis hash per crawl and
 sitemap (keys.sitemap_seen, SITEMAP_STATE_TTL), and only URLs that are new or whose lastmod moved
 are queued: new ones through the dupefilter like any link, moved ones past it (a revisit is not a
-duplicate). An index's sitemaps are followed the same way, SITEMAP_DEPTH_MAX levels deep at most,
-each with the If-None-Match / If-Modified-Since of its last poll. The listed pages are seeds of
-the crawl (depth 0, their links followed up to `maxdepth`) carrying `revisit_hint` (seconds, from
-changefreq). The allowed_domains and regex filters and a robots.txt already known here apply
-before queuing; the address policy and robots.txt apply again as to any request.
-A 304, or a body that is no sitemap, queues nothing. The state is written after the requests
-are handed to the scheduler, whose next flush (SCHEDULER_FLUSH_INTERVAL) writes them.
+duplicate). The listed pages go straight into the frontier in batches (the enqueue script every
+link goes through), seeds of the crawl (depth 0, their links followed up to `maxdepth`) carrying
+`revisit_hint` (seconds, from changefreq); the allowed_domains and regex filters, the address
+policy and a robots.txt known here apply first (robots.txt again at the fetch). The state is
+written after they are queued, so a crawler that dies in between queues them again next time.
+An index's sitemaps are followed as requests of the crawl, SITEMAP_DEPTH_MAX levels deep at most,
+each with the If-None-Match / If-Modified-Since of its last poll; the index remembers a sitemap's
+lastmod once that sitemap was read. A 304, or a body that is no sitemap, queues nothing.
 """
 
 from __future__ import annotations
@@ -107,9 +108,12 @@ class SitemapFollower:
         yield from self._sitemaps(response, found or [f"{parts.scheme}://{parts.netloc}/sitemap.xml"])
 
     def _sitemaps(self, response: Response, urls: list[str]) -> Iterator[Request]:
-        for url in dict.fromkeys(response.urljoin(u.strip()) for u in urls[: self.max_urls] if u.strip()):
-            if url.startswith(("http://", "https://")):
-                yield self._request(response, url, {"sitemap_depth": 1})
+        """The sitemaps found, each with the validators of its last poll (a revisit of the seed, once
+        the dupefilter forgot them, polls them again with conditional GETs)."""
+        found = dict.fromkeys(response.urljoin(u.strip()) for u in urls[: self.max_urls] if u.strip())
+        wanted = [url for url in found if url.startswith(("http://", "https://"))]
+        for url, headers in zip(wanted, self._conditional(response, wanted), strict=True):
+            yield self._request(response, url, {"sitemap_depth": 1}, headers=headers)
 
     def _request(self, response: Response, url: str, cb_kwargs: dict[str, Any], dont_filter: bool = False,
                  headers: dict[str, str] | None = None) -> Request:  # fmt: skip
@@ -200,11 +204,8 @@ class SitemapFollower:
         meta = response.meta
         allowed = [(entry, moved) for entry, moved in fresh if crawl_filters_allow(meta, entry.url)]
         counts["filtered"], fresh = len(fresh) - len(allowed), allowed
-        crawl = (str(meta.get("spiderid") or ""), str(meta.get("appid")), str(meta.get("crawlid")))
-        validators = self._validators([keys.sitemap_seen(*crawl, _id(entry.url)) for entry, _ in fresh])
-        for (entry, moved), (etag, modified) in zip(fresh, validators, strict=True):
-            headers = {name: value for name, value in (("If-None-Match", etag), ("If-Modified-Since", modified))
-                       if value}  # fmt: skip
+        conditional = self._conditional(response, [entry.url for entry, _ in fresh])
+        for (entry, moved), headers in zip(fresh, conditional, strict=True):
             counts["queued"] += 1
             cb_kwargs = {"sitemap_depth": depth + 1, "sitemap_index": index_key, "sitemap_lastmod": entry.lastmod}
             yield self._request(response, entry.url, cb_kwargs, moved, headers)
@@ -217,13 +218,17 @@ class SitemapFollower:
             pipe.hmget(key, urls[start : start + CHUNK])
         return [value for part in pipe.execute() for value in part]
 
-    def _validators(self, state_keys: list[str]) -> list[tuple[str, str]]:
-        if not state_keys:
+    def _conditional(self, response: Response, urls: list[str]) -> list[dict[str, str]]:
+        """If-None-Match / If-Modified-Since for each sitemap, from its last poll (one round trip)."""
+        if not urls:
             return []
+        meta = response.meta
+        crawl = (str(meta.get("spiderid") or ""), str(meta.get("appid")), str(meta.get("crawlid")))
         pipe = self.client.pipeline(transaction=False)
-        for key in state_keys:
-            pipe.hmget(key, [ETAG, LAST_MODIFIED])
-        return [tuple(_text(v) for v in pair) for pair in pipe.execute()]  # type: ignore[misc]
+        for url in urls:
+            pipe.hmget(keys.sitemap_seen(*crawl, _id(url)), [ETAG, LAST_MODIFIED])
+        return [{name: _text(value) for name, value in zip(("If-None-Match", "If-Modified-Since"), pair, strict=True)
+                 if value} for pair in pipe.execute()]  # fmt: skip
 
     def _read_for_index(self, response: Response, kwargs: dict[str, Any]) -> None:
         """A sitemap of an index was read: the index's state now holds its lastmod. Until then (its

@@ -5,7 +5,8 @@ after the batch's records are on disk, so a crash (kill -9) replays at most the 
 records may already be in the file it was writing. Those duplicates are whole records of the same
 fetch (same WARC-Date, payload and digest), never a partial record: `files.recover` cuts the file
 after its last whole record when the next process starts. A message that is not a JSON object is
-logged and skipped (the sink dead-letters it; two dead letters of one message would be noise).
+logged and skipped (the sink dead-letters it; two dead letters of one message would be noise), and
+so is one whose fields no record can be made of: no message stops the writer.
 """
 
 from __future__ import annotations
@@ -110,7 +111,13 @@ class Archiver:
                 where = f"{record.topic}/{record.partition}@{record.offset}"
                 log.warning("Not a page message; skipped", extra={"kafka": where})
                 continue
-            made = self.maker.records(page)  # type: ignore[arg-type]
+            try:
+                made = self.maker.records(page)  # type: ignore[arg-type]
+            except (ValueError, TypeError, AttributeError, LookupError) as exc:  # a field of an odd shape
+                self.skipped += 1
+                log.warning("Page message not archivable; skipped", extra={"url": str(page.get("url"))[:200],
+                                                                            "error": repr(exc)[:300]})  # fmt: skip
+                continue
             if made:
                 self.files.write(made)
                 self.records += len(made)

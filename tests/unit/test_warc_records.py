@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 from warcio.archiveiterator import ArchiveIterator
 
+from utils.config.settings import Settings
 from warc.files import Rotation, WarcFiles, complete_end, index, recover
+from warc.loop import Archiver
 from warc.records import IDENTICAL, NOT_MODIFIED, LastPayloads, RecordMaker, sha1_digest
 
 URL = "http://127.0.0.1:8181/a.html"
@@ -171,3 +175,20 @@ def test_the_index_made_while_writing_is_the_one_cdxj_indexer_makes_from_the_fil
     theirs = index(closed.rename(again / closed.name)).read_text()  # cdxj-indexer reading the file
     assert ours == theirs
     assert len(ours.splitlines()) == 6  # response, two revisits, truncated response, DOM, pdf (outlinks not indexed)
+
+
+def test_a_message_of_odd_shape_is_skipped_and_the_next_page_archived(tmp_path: Path) -> None:
+    """No single message stops the writer (DESIGN.md): the warc loop's own write, no Kafka needed."""
+    files = WarcFiles(tmp_path, Rotation(), "w1")
+    archiver = Archiver(Settings.load(environ={}), consumer=None, files=files)  # type: ignore[arg-type]
+    odd = [b"not json", b"[1, 2]", json.dumps(page(raw_response_headers=[["only-a-name"]])).encode(),
+           json.dumps(page(links="nope", url=URL + "?x", response_url=URL + "?x")).encode(),
+           json.dumps(page(url=URL + "?ok", response_url=URL + "?ok")).encode()]  # fmt: skip
+    archiver.write([SimpleNamespace(topic="t", partition=0, offset=i, value=v) for i, v in enumerate(odd)])  # type: ignore[misc]
+    closed = files.close()
+    assert closed is not None
+    assert archiver.skipped == 3
+    with open(closed, "rb") as stream:
+        responses = [r for r in ArchiveIterator(stream) if r.rec_type == "response"]
+        urls = [r.rec_headers.get_header("WARC-Target-URI") for r in responses]
+    assert urls == [URL + "?x", URL + "?ok"]  # links of the wrong type: archived without outlinks

@@ -81,9 +81,9 @@ class LadderMiddleware:
         return cls(crawler, settings, ladder, detector)
 
     # --- Scrapy's downloader middleware interface --------------------------------------------------
-    def process_request(self, request: Request, spider: Spider) -> None:
-        lease = request.meta.get(LEASE)
-        if lease is None or not self.enabled:
+    def process_request(self, request: Request) -> None:
+        lease, spider = request.meta.get(LEASE), self.crawler.spider
+        if lease is None or spider is None or not self.enabled:
             return
         if LEVEL not in request.meta:
             request.meta[LEVEL] = self.level(spider, lease.domain)
@@ -93,9 +93,9 @@ class LadderMiddleware:
         if level == RENDERED and spider.name != self.render_spider and self.render_nodes():
             self.move_to_render(request, spider, lease)
 
-    def process_response(self, request: Request, response: Response, spider: Spider) -> Response:
-        lease = request.meta.get(LEASE)
-        if lease is None:
+    def process_response(self, request: Request, response: Response) -> Response:
+        lease, spider = request.meta.get(LEASE), self.crawler.spider
+        if lease is None or spider is None:
             return response
         blocks = self.domain_blocks(spider, lease.domain)
         found = self.detector.detect(response, lease.domain, blocks.markers if blocks else ())
@@ -134,7 +134,7 @@ class LadderMiddleware:
             except RedisError as exc:  # keep the last view; Redis decides again at the next read
                 log.warning("Could not read a domain's ladder level", extra={"domain": domain, "error": str(exc)})
             self.cache[domain] = (now, level)
-            if (before == 0) != (level == 0):  # set by hand (`shoal domain`) or by another crawler
+            if (0 < before < PAUSED) != (0 < level < PAUSED):  # set by hand (`shoal domain`) or another crawler
                 self.slow_down(domain, level)
         return level
 
@@ -157,15 +157,16 @@ class LadderMiddleware:
         log.warning("Domain ladder step", extra={
             "spiderid": spider.name, "domain": domain, "from": step.before, "to": step.level,
             "state": LEVEL_NAMES[step.level], "reason": reason})  # fmt: skip
-        if (step.before == 0) != (step.level == 0):
+        if (0 < step.before < PAUSED) != (0 < step.level < PAUSED):
             self.slow_down(domain, step.level)
 
     def slow_down(self, domain: str, level: int) -> None:
-        """LADDER_SLOW_DELAY between two hits of the domain, cluster-wide, from level 1; lifted at 0."""
+        """LADDER_SLOW_DELAY between two hits of the domain, cluster-wide, at levels 1-3; lifted at 0 and
+        at 4 (paused: its requests are dead-lettered as they come, nothing is fetched)."""
         scheduler = getattr(getattr(self.crawler.engine, "_slot", None), "scheduler", None)
         if scheduler is None or not hasattr(scheduler, "throttle"):
             return
-        delay = self.slow_delay if level > 0 else 0.0
+        delay = self.slow_delay if 0 < level < PAUSED else 0.0
         try:
             key = scheduler.throttle.policy().key(domain)
             scheduler.frontier.set_throttle_delay(domain, key, delay, self.state_ttl if delay else 1)

@@ -110,6 +110,7 @@ def middleware(redis_db: redis.Redis) -> tuple[LadderMiddleware, Spider, list[An
     connect_settled(crawler, lambda lease, outcome, details: settled.append((lease.request_id, outcome)))
     mw = LadderMiddleware(crawler, settings, Ladder(redis_db, 10, 600), BlockDetector.from_settings(settings))
     spider = Spider("link")
+    crawler.spider = spider
     config = DomainConfig.parse("domains: {shop.test: {blocks: {markers: ['g-recaptcha']}}}")
     spider.domain_config = lambda: config  # type: ignore[attr-defined]
     return mw, spider, settled, scheduler
@@ -130,17 +131,17 @@ def test_blocks_are_retried_and_step_the_domain_up_then_clean_pages_bring_it_dow
     mw, spider, _, scheduler = middleware
     for n, response in enumerate([dict(status=429), dict(body=b"<div class='g-recaptcha'></div>")]):
         request = leased(n)
-        mw.process_request(request, spider)
+        mw.process_request(request)
         assert request.meta[LEVEL] == 0
         with pytest.raises(RetryableStatus):
-            mw.process_response(request, answer(request, **response), spider)  # type: ignore[arg-type]
+            mw.process_response(request, answer(request, **response))  # type: ignore[arg-type]
     assert mw.ladder.state("link", "shop.test")["level"] == 1
     assert scheduler.delays == [("shop.test", 5.0)]  # LADDER_SLOW_DELAY between hits, cluster-wide
     for n in (10, 11):
         request = leased(n)
-        mw.process_request(request, spider)
+        mw.process_request(request)
         assert request.meta[LEVEL] == 1
-        mw.process_response(request, answer(request), spider)
+        mw.process_response(request, answer(request))
     state = mw.ladder.state("link", "shop.test")
     assert state["level"] == 0
     assert [s["to"] for s in state["history"]] == [0, 1]
@@ -152,11 +153,11 @@ def test_a_forbidden_page_moves_the_ladder_and_stays_a_page_unless_403_is_retrie
 ) -> None:
     mw, spider, _, _ = middleware
     request = leased(1)
-    mw.process_request(request, spider)
-    assert mw.process_response(request, answer(request, 403), spider).status == 403  # not in RETRY_HTTP_CODES
+    mw.process_request(request)
+    assert mw.process_response(request, answer(request, 403)).status == 403  # not in RETRY_HTTP_CODES
     mw.retry_codes.add(403)
     with pytest.raises(RetryableStatus):
-        mw.process_response(request, answer(request, 403), spider)
+        mw.process_response(request, answer(request, 403))
     assert mw.ladder.state("link", "shop.test")["detections"] == 2
 
 
@@ -165,7 +166,7 @@ def test_a_paused_domains_request_is_dead_lettered(middleware: tuple[LadderMiddl
     mw.ladder.set_level("link", "shop.test", 4)
     request = leased(1)
     with pytest.raises(DomainPaused) as raised:
-        mw.process_request(request, spider)
+        mw.process_request(request)
     failure = Failure(raised.value)
     policy = RetryPolicy(3, 1.0, 60.0, 600.0, -1, ())
     assert policy.decide(failure, 0).outcome == "dead"
@@ -178,14 +179,14 @@ def test_level_3_moves_the_request_to_the_render_spider_while_render_nodes_repor
     mw.ladder.set_level("link", "shop.test", 3)
     mw.ladder.client = redis_db
     request = leased(1)
-    mw.process_request(request, spider)  # no render node: fetched here (through the pool, slower)
+    mw.process_request(request)  # no render node: fetched here (through the pool, slower)
     assert request.meta[LEVEL] == 3
     assert not scheduler.enqueued
     redis_db.zadd(keys.RENDERERS, {"host:1": time.time()})
     mw.renderers = (0.0, False)
     request = leased(2)
     with pytest.raises(MovedToRender):
-        mw.process_request(request, spider)
+        mw.process_request(request)
     moved = scheduler.enqueued[0]
     assert moved.meta["spiderid"] == "render"
     assert LEASE not in moved.meta

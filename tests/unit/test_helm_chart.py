@@ -77,14 +77,17 @@ def test_the_chart_lints_clean(options: list[str]) -> None:
     assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout  # noqa: PT018
 
 
-def test_every_object_validates_against_the_kubernetes_schemas(renders: dict[str, list[dict[str, Any]]]) -> None:
+@pytest.mark.parametrize("version", [KUBE, kubernetes_validate.latest_version()])
+def test_every_object_validates_against_the_kubernetes_schemas(
+    renders: dict[str, list[dict[str, Any]]], version: str
+) -> None:
     checked: set[str] = set()
     for docs in renders.values():
         for doc in docs:
             if doc["kind"] in CRD_KINDS:  # custom resources: no schema in Kubernetes' own set
                 assert doc["apiVersion"] == CRD_KINDS[doc["kind"]]
                 continue
-            kubernetes_validate.validate(doc, KUBE, strict=True)  # raises on any unknown or invalid field
+            kubernetes_validate.validate(doc, version, strict=True)  # raises on any unknown or invalid field
             checked.add(doc["kind"])
     assert checked == {"ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy",
                        "HorizontalPodAutoscaler"}  # fmt: skip

@@ -152,8 +152,9 @@ class SitemapFollower:
         state is written and its page sent: yielded one by one as Scrapy requests they cost ~0.5 ms
         each in spider middlewares and signals (50,000 took 26 s; issue 31's target is 20 s)."""
         entries, statuses = [], Counter[str]()
+        origins: dict[str, tuple[str | None, str]] = {}
         for entry, moved in fresh:
-            new = self._new_request(response, entry, moved)
+            new = self._new_request(response, entry, moved, origins)
             if new is None:
                 counts["filtered"] += 1
             else:
@@ -168,10 +169,13 @@ class SitemapFollower:
             if status != "replayed":
                 record_dropped(spiderid, status, n)
 
-    def _new_request(self, response: Response, entry: Entry, moved: bool) -> NewRequest | None:
+    def _new_request(
+        self, response: Response, entry: Entry, moved: bool, origins: dict[str, tuple[str | None, str]]
+    ) -> NewRequest | None:
         """A listed page as the frontier stores it (what the scheduler makes of a yielded link), or
         None when the crawl's filters, the address policy or a known robots.txt refuse it. A moved
-        page goes past the dupefilter (a revisit is not a duplicate)."""
+        page goes past the dupefilter (a revisit is not a duplicate). `origins` keeps the policy's
+        verdict and the queue domain per scheme://host:port: every entry of a sitemap shares them."""
         meta, url = response.meta, entry.url
         robots = self.robots.get(urlparse_cached(response).netloc)
         if (robots is not None and not robots.allowed(url, self.agent)) or not crawl_filters_allow(meta, url):
@@ -180,7 +184,12 @@ class SitemapFollower:
             url = url if PLAIN_URL.match(url) else fetched_url(url)  # as Scrapy will fetch it
         except ValueError:
             return None
-        if self.policy.url_refusal(url):
+        cut = url.find("/", url.find("://") + 3)
+        origin = url if cut < 0 else url[:cut]
+        if origin not in origins:
+            origins[origin] = (self.policy.url_refusal(origin + "/"), host_domain(urlsplit(url).hostname or ""))
+        refusal, domain = origins[origin]
+        if refusal or (self.policy.max_url_length and len(url) > self.policy.max_url_length):
             return None
         weight = 0.5 if entry.priority is None else entry.priority  # the protocol's default
         priority = int(meta.get("priority", 1)) - 10 + round((weight - 0.5) * 10)
@@ -190,7 +199,7 @@ class SitemapFollower:
             record["revisit_hint"] = entry.revisit_hint
         record = crawl_request.to_record(record)
         return NewRequest(
-            spiderid=record["spiderid"], domain=host_domain(urlsplit(url).hostname or ""), priority=record["priority"],
+            spiderid=record["spiderid"], domain=domain, priority=record["priority"],
             appid=str(record["appid"]), crawlid=str(record["crawlid"]), payload=crawl_request.encode(record),
             fingerprint=None if moved else fingerprint(url), max_pages=int(record.get("domain_max_pages") or 0),
             expires=int(record.get("expires") or 0), dupefilter=str(record.get("dupefilter") or ""),

@@ -93,24 +93,24 @@ class WarcFiles:
         tests/unit/test_warc_records.py compares the two), made while writing instead of by reading
         the file again, which cost half of the writer's time (bench/warc_write.py)."""
         kind = record.rec_type
-        headers = record.rec_headers
-        if kind not in CDXJIndexer.DEFAULT_RECORDS or (
-            kind == "metadata" and headers.get_header("Content-Type") == "application/warc-fields"
-        ):
+        if kind not in CDXJIndexer.DEFAULT_RECORDS:
+            return
+        headers = {name.lower(): value for name, value in record.rec_headers.headers}  # one pass, not five
+        if kind == "metadata" and headers.get("content-type") == "application/warc-fields":
             return
         http = record.http_headers if kind in ("response", "revisit", "request") else None
         if kind == "revisit":
             mime: str | None = "warc/revisit"
         else:
-            mime = http.get_header("content-type") if http is not None else headers.get_header("content-type")
+            mime = http.get_header("content-type") if http is not None else headers.get("content-type")
             mime = CDXJIndexer.RE_SPACE.split(mime, 1)[0].strip() if mime else mime
-        url = headers.get_header("WARC-Target-URI")
+        url = headers.get("warc-target-uri")
         fields = {"url": url, "mime": mime, "status": http.get_statuscode() if http is not None else None,
-                  "digest": headers.get_header("WARC-Payload-Digest"), "length": str(length),
-                  "offset": str(offset), "filename": filename}  # fmt: skip
+                  "digest": headers.get("warc-payload-digest"), "length": str(length), "offset": str(offset),
+                  "filename": filename}  # fmt: skip
         index = {name: value for name, value in fields.items() if value}
         key = self._indexer.get_url_key(url)
-        self._lines.append(f"{key} {iso_date_to_timestamp(headers.get_header('WARC-Date'))} {json.dumps(index)}\n")
+        self._lines.append(f"{key} {iso_date_to_timestamp(headers.get('warc-date'))} {json.dumps(index)}\n")
 
     def sync(self) -> None:
         """flush + fsync: what is written survives a crash (offsets may be committed after this)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import ujson
 
+from rest import pushback
 from rest.gateway import Gateway
 from utils.config.clients import RedisClient
 from utils.frontier import keys
@@ -33,6 +34,7 @@ def build(gw: Gateway) -> dict[str, Any]:
     now = time.time()
     crawls = sorted(gw.sampler.snapshots(now), key=lambda c: (c["finished"], -(c["started"] or 0)))
     running = [c for c in crawls if not c["finished"]]
+    queues = queue_depths(gw.redis, Shards.from_settings(gw.settings))
     return {
         "server_time": now,
         "health": gw.health.index(),
@@ -46,11 +48,12 @@ def build(gw: Gateway) -> dict[str, Any]:
         "crawls": crawls[:CRAWLS_SHOWN],
         "chart": gw.sampler.chart(),
         "chart_seconds": gw.settings.get_int("REST_CHART_SECONDS"),
-        "queues": queue_depths(gw.redis, Shards.from_settings(gw.settings)),
+        "queues": queues,
         "errors": [{k: e.get(k) for k in ERROR_FIELDS} for e in list(gw.outbound.recent_errors)[:RECENT]],
         "dead_letters": recent_dead_letters(gw.redis, crawls[:DEAD_LETTER_CRAWLS]),
         "proxies": ProxyPool.from_settings(gw.settings, gw.redis).state(now),  # [] without PROXY_LIST
         "renderers": renderers(gw.redis, now, gw.settings.get_int("HEARTBEAT_TIMEOUT")),
+        "pushback": pushback.build(gw.redis, queues["spiders"], gw.settings.get_int("HEARTBEAT_TIMEOUT")),  # issue 33
     }
 
 

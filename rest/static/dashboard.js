@@ -174,6 +174,18 @@ function renderProxies(data) {
   }));
 }
 
+// Issue 33: domains above level 0 of their block ladder, and the alert conditions firing now.
+function renderPushback(data) {
+  const pushback = data.pushback || { domains: [], conditions: [] };
+  document.getElementById("pushback-card").hidden = !pushback.domains.length && !pushback.conditions.length;
+  document.getElementById("conditions").replaceChildren(...pushback.conditions.map((c) =>
+    el("li", { "data-alert": c.alert }, el("span", { class: "pill bad" }, c.alert), ` ${c.spiderid || ""} ${c.detail}`)));
+  document.querySelector("#ladder tbody").replaceChildren(...pushback.domains.map((d) =>
+    el("tr", { "data-domain": `${d.spiderid}/${d.domain}` }, el("td", {}, d.spiderid), el("td", {}, d.domain),
+      el("td", {}, el("span", { class: d.level >= 4 ? "pill bad" : "pill warn" }, `${d.level} ${d.state}`)),
+      el("td", {}, d.reason || ""), el("td", { class: "num" }, fmt(d.steps)))));
+}
+
 function mib(bytes) { return (bytes / 1048576).toFixed(0); }
 
 function renderRenderers(data) {
@@ -263,7 +275,8 @@ async function refresh() {
     if (envelope.status !== "SUCCESS") throw new Error(envelope.error && envelope.error.message);
     const data = envelope.data;
     document.getElementById("banner").hidden = true;
-    for (const render of [renderHealth, renderTotals, renderCrawls, renderChart, renderQueues, renderErrors, renderProcesses, renderProxies, renderRenderers]) {
+    for (const render of [renderHealth, renderTotals, renderCrawls, renderChart, renderQueues, renderErrors, renderProcesses, renderProxies, renderRenderers,
+      renderPushback]) {
       render(data);
     }
     pickStream(data);

@@ -331,6 +331,30 @@ def test_the_dashboard_shows_live_render_processes_only(http: httpx.Client, r: r
     ]  # the one that stopped reporting is gone
 
 
+def test_the_dashboard_shows_sites_pushing_back_and_the_conditions_firing(http: httpx.Client, r: redis.Redis) -> None:
+    """Issue 33: domains above level 0 and, from Redis alone, a paused domain and queued work without a crawler."""
+    spider = f"s{uuid.uuid4().hex[:8]}"
+    r.sadd(keys.SPIDERS, spider)
+    try:
+        r.zadd(keys.heads(spider), {"example.net": -1})
+        r.zadd(keys.queue(spider, "example.net"), {"0000000000000001a": -1})
+        ladder = Ladder(r, 10, 600)
+        ladder.set_level(spider, "example.org", 1, "ops", "429s")
+        ladder.set_level(spider, "example.com", 4, "ops", "banned")
+        shown = success_data(http.get("/dashboard/data"))["pushback"]
+        mine = [(d["domain"], d["level"], d["state"], d["reason"]) for d in shown["domains"] if d["spiderid"] == spider]
+        assert mine == [("example.com", 4, "paused", "banned"), ("example.org", 1, "slower", "429s")]
+        firing = {(c["alert"], c["spiderid"]) for c in shown["conditions"]}
+        assert {("ShoalDomainPaused", spider), ("ShoalNoLiveSpider", spider)} <= firing
+        ladder.set_level(spider, "example.com", 0)
+        r.delete(keys.heads(spider), keys.queue(spider, "example.net"))
+        shown = success_data(http.get("/dashboard/data"))["pushback"]
+        firing = {(c["alert"], c["spiderid"]) for c in shown["conditions"]}
+        assert not {("ShoalDomainPaused", spider), ("ShoalNoLiveSpider", spider)} & firing
+    finally:
+        r.srem(keys.SPIDERS, spider)
+
+
 def test_the_openapi_document_and_docs_page(http: httpx.Client) -> None:
     document = http.get("/openapi.json").json()
     assert "CrawlRequest" in document["components"]["schemas"]

@@ -151,13 +151,13 @@ def test_hostile_sitemaps_end_in_an_error_or_are_bounded_and_counted_and_hold_no
     firehose = topic_reader("crawled_firehose")
     with SiteServer(site, extra_routes=hostile_routes(host)) as server:
         start_crawler(cluster)
-        feed(cluster, site.seed_urls()[0], "hostile", sitemaps=True, maxdepth=1)
+        feed(cluster, site.seed_urls()[0], "hostile", sitemaps=True, maxdepth=1, deny_regex=[r"/good/9\.html$"])
         summary = {name: wait_for_polls(firehose, f"http://{host}/{name}", 1)["sitemap"]
                    for name in ("good.xml", "other.xml", "bomb.xml", "big.xml.gz", "self.xml")}  # fmt: skip
         wait_until(lambda: settled(progress(cluster, "hostile")), timeout=60)
         firehose.poll(1.0)
-    assert summary["good.xml"]["queued"] == 10
-    assert summary["good.xml"]["filtered"] == 1  # robots.txt, as Scrapy read it for the seed
+    assert summary["good.xml"]["queued"] == 9
+    assert summary["good.xml"]["filtered"] == 2  # the crawl's deny_regex; robots.txt, as Scrapy read it for the seed
     assert summary["other.xml"]["other_host"] == 2
     assert summary["other.xml"]["bad_lastmod"] == 1
     assert summary["other.xml"]["queued"] == 2  # on the host: queued, the year-9999 lastmod ignored
@@ -170,6 +170,7 @@ def test_hostile_sitemaps_end_in_an_error_or_are_bounded_and_counted_and_hold_no
     assert summary["self.xml"]["kind"] == "sitemapindex"
     assert server.hits[(host, "/self.xml")] == 1  # listing itself: a duplicate of itself, read once
     crawled = {m["url"] for m in firehose.messages if isinstance(m, dict)}
-    assert {f"http://{host}/good/{i}.html" for i in range(10)} <= crawled
+    assert {f"http://{host}/good/{i}.html" for i in range(9)} <= crawled
+    assert f"http://{host}/good/9.html" not in crawled
     assert f"http://{host}/private/secret.html" not in crawled
     assert set(site.reachable(site.seed_urls()[:1], 1, allowed_hosts=None)) <= crawled  # the crawl went on

@@ -1,19 +1,25 @@
-"""Sites that push back (issue 33), crawled by real processes: a host answering 429 + Retry-After
-past 4 requests in 2 s and a host banning the crawler's address with 403 for 1.5 s after a burst
-(utils/demosite/pushback.py). Each crawl ends with every page fetched; each domain steps up to
+"""Sites that push back (issue 33), crawled by real processes (utils/demosite/pushback.py).
+
+A host answering 429 + Retry-After past 4 requests in 2 s and a host banning the crawler's address
+with 403 for 1.5 s after a burst: each crawl ends with every page fetched; each domain steps up to
 slower (1) and back down, every step in its history; and while a domain is slower, no two of its
-fetches come closer than LADDER_SLOW_DELAY (server-side arrival times)."""
+fetches come closer than LADDER_SLOW_DELAY (server-side arrival times). A host serving a CAPTCHA to
+clients without a browser: it steps to the render nodes (3) and every page is fetched in Chromium."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.cluster import TestCluster
 from tests.support.kafka import produce
+from tests.support.services import wait_until
 from utils.config.clients import redis_client
 from utils.demosite.pushback import Hit, Pushback, PushbackSite
+from utils.frontier import keys
 from utils.frontier.ladder import Ladder
 from utils.services import free_port
 
@@ -28,6 +34,7 @@ SETTINGS = {
 }  # fmt: skip
 GRACE = 1.0  # seconds after a step up: requests leased before it are fetched at the level they were leased at
 RATE, BAN = "127.0.0.91", "127.0.0.92"
+CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.mark.parametrize("cluster", [SETTINGS], indirect=True)
@@ -78,3 +85,45 @@ def slow_gaps(hits: list[Hit], history: list[dict[str, Any]]) -> list[float]:
     times = [hit.at for hit in hits if hit.path != "/robots.txt"]
     return [b - a for a, b in zip(times, times[1:], strict=False)
             if any(lo <= a and b <= hi for lo, hi in spans)]  # fmt: skip
+
+
+CAPTCHA = "127.0.0.93"
+RENDERING = {
+    "QUEUE_HITS": 100, "QUEUE_WINDOW": 1, "QUEUE_MODERATED": False, "ROBOTSTXT_OBEY": False,
+    "LADDER_REFRESH": 0.2, "LADDER_SLOW_DELAY": 0.2, "RETRY_TIMES": 30, "RETRY_BACKOFF_BASE": 0.2,
+    "RETRY_BACKOFF_MAX": 1.0, "RENDER_MAX_PAGES": 2, "RENDER_PAGES_PER_CONTEXT": 20, "RENDER_STATS_INTERVAL": 0.5,
+}  # fmt: skip
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("cluster", [RENDERING], indirect=True)
+def test_a_captcha_host_moves_to_the_render_nodes_and_is_crawled_whole_in_a_browser(
+    cluster: TestCluster, zk_client: Any
+) -> None:
+    """The CAPTCHA host's marker and its ladder ([0, 3]) come from ZooKeeper: two CAPTCHA pages take
+    it to level 3, and its requests move to the render spider, whose browser gets every real page."""
+    assert CHROMIUM.exists(), "install Debian's chromium: apt-get install -y chromium"
+    config = {"domains": {CAPTCHA: {"blocks": {"markers": ["g-recaptcha"], "levels": [0, 3], "up_after": 2}}}}
+    zk_client.ensure_path(cluster.settings.zookeeper_config_path)
+    zk_client.set(cluster.settings.zookeeper_config_path, yaml.safe_dump(config).encode())
+    client = redis_client(cluster.settings, decode=True)
+    with PushbackSite({CAPTCHA: Pushback(captcha=True)}, free_port(), pages=8) as site:
+        cluster.start("kafka-monitor")
+        cluster.start("crawl", "--spider", "link", name="link")
+        cluster.start("crawl", "--spider", "render", name="render")
+        wait_until(lambda: client.zcard(keys.RENDERERS) > 0, timeout=60, message="no render node reported")
+        request = {"url": site.seeds()[0], "appid": "pushapp", "crawlid": "captcha", "maxdepth": 20}
+        produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.incoming_topic, [request])
+        paths = {url.split(str(site.port), 1)[1] for url in site.urls(CAPTCHA)}
+
+        def in_browser() -> set[str]:
+            return {hit.path for hit in site.log[CAPTCHA] if hit.browser and hit.status == 200}
+
+        wait_until(lambda: paths <= in_browser(), timeout=120, message="every page in the browser")
+        log = list(site.log[CAPTCHA])
+    history = Ladder(client, 100, 600).state("link", CAPTCHA)["history"]
+    assert [(s["from"], s["to"], s["reason"]) for s in history] == [(0, 3, "marker")]
+    plain = [hit for hit in log if not hit.browser]
+    assert len(plain) >= 2  # the CAPTCHA pages that moved it
+    assert all(hit.path == "/" for hit in plain)  # nothing else was fetched without a browser
+    print(f"\n{CAPTCHA}: {len(plain)} CAPTCHA answers, then {len(in_browser())} pages in the browser")

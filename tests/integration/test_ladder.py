@@ -20,6 +20,7 @@ from twisted.python.failure import Failure
 from crawler.blocks import BlockDetector
 from crawler.ladder import LEVEL, DomainPaused, LadderMiddleware, MovedToRender
 from crawler.meta import LEASE
+from crawler.proxies import POOL, ProxyPoolMiddleware
 from crawler.retry import RetryableStatus, RetryPolicy
 from crawler.signals import connect_settled
 from utils.cli.main import main
@@ -29,6 +30,7 @@ from utils.frontier.block_config import LadderRules
 from utils.frontier.domain_config import DomainConfig
 from utils.frontier.ladder import Ladder
 from utils.frontier.ladder_metrics import LadderCollector
+from utils.proxies.pool import ProxyPool, parse_proxy_list
 
 pytestmark = pytest.mark.integration
 RULES = LadderRules((0, 1, 2, 3, 4), up_after=3, window=60.0, down_after=2)
@@ -223,3 +225,31 @@ def test_the_collector_exports_levels_above_0_and_redis_memory(redis_db: redis.R
     assert not any(labels == (("domain", "example.org"), ("spiderid", "link")) for _, labels in samples)
     assert samples[("shoal_redis_memory_used_bytes", ())] > 0
     assert ("shoal_redis_memory_max_bytes", ()) in samples
+
+
+def test_a_level_pinned_in_zookeeper_wins_over_redis(
+    middleware: tuple[LadderMiddleware, Spider, list[Any], Spy],
+) -> None:
+    mw, spider, _, _ = middleware
+    mw.ladder.set_level("link", "shop.test", 1)
+    pinned = DomainConfig.parse("domains: {shop.test: {blocks: {level: 4}}}")
+    spider.domain_config = lambda: pinned  # type: ignore[attr-defined]
+    with pytest.raises(DomainPaused):
+        mw.process_request(leased(1))
+    spider.domain_config = lambda: DomainConfig.parse("")  # type: ignore[attr-defined]  # the pin removed
+    request = leased(2)
+    mw.process_request(request)
+    assert request.meta[LEVEL] == 1
+
+
+@pytest.mark.single_redis
+def test_with_ladder_proxy_only_a_domain_goes_through_the_pool_from_level_2(redis_db: redis.Redis) -> None:
+    crawler = get_crawler()
+    pool = ProxyPool(redis_db, parse_proxy_list("http://127.0.0.1:1,http://127.0.0.1:2"), 60.0, 600.0, 3, 3600)
+    proxies = ProxyPoolMiddleware(crawler, pool, {403}, 2, 0.0, ())
+    proxies.from_level = 2  # LADDER_PROXY_ONLY
+    sent = {level: Request("http://shop.test/", meta={LEVEL: level}) for level in (0, 1, 2, 3)}
+    for request in sent.values():
+        proxies.process_request(request)
+    assert {level: POOL in r.meta for level, r in sent.items()} == {0: False, 1: False, 2: True, 3: True}
+    assert "proxy" not in sent[1].meta

@@ -244,7 +244,10 @@ class SitemapFollower:
         fetch failed, the crawler died) every poll of the index queues it again."""
         index_key = kwargs.get("sitemap_index")
         if isinstance(index_key, str) and index_key.startswith(f"{response.meta.get('spiderid')}:crawl:"):
-            self.client.hset(index_key, _own_url(response), int(kwargs.get("sitemap_lastmod") or 0))
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(index_key, _own_url(response), int(kwargs.get("sitemap_lastmod") or 0))
+            pipe.expire(index_key, self.ttl)  # every key expires, this one too if the index's had
+            pipe.execute()
 
     def _remember(self, key: str, fresh: list[tuple[Entry, bool]], response: Response) -> None:
         validators = {ETAG: _header(response, b"ETag"), LAST_MODIFIED: _header(response, b"Last-Modified")}

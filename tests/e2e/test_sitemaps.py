@@ -113,6 +113,10 @@ def test_an_index_of_five_gzip_sitemaps_queues_50000_then_nothing_then_exactly_t
         assert progress(cluster, "sm")["enqueued"] == enqueued + 2 + 1 + 5 + 10
         twice = {url for url, n in stored_urls(cluster, "sm").items() if n == 2}
         assert twice == set(moved)  # queued again past the dupefilter: exactly the moved ones
+        client = redis_client(cluster.settings)
+        states = list(client.scan_iter(keys.sitemap_seen("link", "testapp", "sm", "*")))
+        assert len(states) == 6  # the index and its five parts, each expiring SITEMAP_STATE_TTL after its poll
+        assert all(0 < client.ttl(key) <= 30 * 86400 for key in states)
 
 
 def hostile_routes(host: str) -> dict[str, tuple[int, str, bytes]]:

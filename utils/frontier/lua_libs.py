@@ -48,10 +48,17 @@ def _lua_string(text: str) -> str:
     return f"'{text}'"
 
 
-def keys_lib() -> str:
-    """The text of the lib `keys`."""
-    head = "-- lib keys: generated from utils/frontier/keys.py (utils/frontier/lua_keys.py); one function per key.\n"
-    return head + "local K = {}\n" + "\n".join(lua_function(k) for k in LUA_KEYS) + "\n"
+def keys_lib(used: set[str] | None = None) -> str:
+    """The text of the lib `keys`: the functions `used` (their names; None = all). A script makes
+    its closures anew at each call, so it gets only the keys it calls (a pop costs ~6 us less)."""
+    head = "-- lib keys: generated from utils/frontier/keys.py (utils/frontier/lua_libs.py); one function per key.\n"
+    wanted = [k for k in LUA_KEYS if used is None or k.__name__ in used]
+    return head + "local K = {}\n" + "\n".join(lua_function(k) for k in wanted) + "\n"
+
+
+def keys_used(text: str) -> set[str]:
+    """The key functions a script's text calls (`K.<name>(`)."""
+    return set(re.findall(r"\bK\.(\w+)\(", text))
 
 
 def constants_lib() -> str:
@@ -60,4 +67,4 @@ def constants_lib() -> str:
     return head + f"local SLOT_SLACK = {SLOT_SLACK!r}\n"
 
 
-GENERATED = {"keys": keys_lib, "constants": constants_lib}
+GENERATED: dict[str, Callable[[], str]] = {"keys": keys_lib, "constants": constants_lib}

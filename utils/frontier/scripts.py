@@ -7,9 +7,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from utils.frontier.lua_libs import GENERATED
+from utils.frontier.lua_libs import GENERATED, keys_lib, keys_used
 
 INCLUDE = re.compile(r"^--! include (\w+)$", re.MULTILINE)
+KEYS_PLACE = "--! keys\n"  # where the lib `keys` goes, once the script's text is whole
 
 
 @cache
@@ -32,10 +33,13 @@ def pasted(text: str, package: str = "utils.frontier") -> str:
         if lib in done:
             return ""
         done.add(lib)
+        if lib == "keys":
+            return KEYS_PLACE  # filled in last, with the keys the whole script calls
         text = GENERATED[lib]() if lib in GENERATED else libs.joinpath(f"{lib}.lua").read_text()
         return INCLUDE.sub(paste, text)
 
-    return INCLUDE.sub(paste, text)
+    script = INCLUDE.sub(paste, text)
+    return script.replace(KEYS_PLACE, keys_lib(keys_used(script)), 1)
 
 
 class Scripts:

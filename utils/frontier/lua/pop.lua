@@ -137,9 +137,9 @@ end
 -- Lease the domain's best request (`head`: its queue's first two members with their scores); the
 -- domain then goes back into the line at the time its throttle next allows it. Returns true when
 -- it is due now in a better class than `score` (the classes must be looked at again).
-local function lease_one(b, d, m, head, score, st)
+local function lease_one(b, d, m, queue, head, score, st)
   local qm = head[1]
-  redis.call('ZREM', K.queue(sid, d), qm)
+  redis.call('ZREM', queue, qm)
   local at, state, exp = tr_spend(rules, st)
   local better = false
   if #head < 4 then  -- the queue is empty now
@@ -188,7 +188,8 @@ local function examine(b, d, m, score)
     b.work = b.work + 1
     return false
   end
-  local head = redis.call('ZRANGE', K.queue(sid, d), 0, 1, 'WITHSCORES')
+  local queue = K.queue(sid, d)
+  local head = redis.call('ZRANGE', queue, 0, 1, 'WITHSCORES')
   if #head == 0 or tonumber(head[2]) ~= score then
     mend(b, d, m)
     b.work = b.work + 1
@@ -202,7 +203,7 @@ local function examine(b, d, m, score)
     return false
   end
   b.leased = b.leased + 1
-  return lease_one(b, d, m, head, score, st)
+  return lease_one(b, d, m, queue, head, score, st)
 end
 
 -- The owners and throttle states of a batch of due domains, by the rule of lib/domain_sets.lua:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
@@ -36,7 +35,7 @@ POLICY = {"interval": 1, "min": 1, "max": 4, "inc": 2, "dec": 0.5, "pages": r"/f
 
 
 def start(cluster: TestCluster, postgres: Postgres, schema: str, revisits: int) -> None:
-    sink_settings(cluster, postgres, schema, REVISIT_POLL=0.2, REVISIT_LEASE=8, REVISIT_SINK_CHECK=0.5,
+    sink_settings(cluster, postgres, schema, REVISIT_POLL=0.2, REVISIT_LEASE=4, REVISIT_SINK_CHECK=0.5,
                   SINK_BATCH_LINGER=0.05)  # fmt: skip
     cluster.start("kafka-monitor")
     cluster.start("crawl", "--spider", "link")
@@ -112,15 +111,15 @@ def test_kill_9_of_a_revisit_process_and_of_a_sink_loses_and_doubles_no_revisit(
     cluster: TestCluster, postgres: Postgres, pg_schema: str
 ) -> None:
     site = generate_site(hosts=1, pages_per_host=3, seed=32, base_ip_octet=132, port=free_port())
-    pages = ChangingPages(site.hosts[0], [0.0] * 60 + [20.0] * 20)
+    pages = ChangingPages(site.hosts[0], [0.0] * 30 + [20.0] * 10)
     start(cluster, postgres, pg_schema, revisits=1)
     policy_max = 1  # every page every second: the most work in flight when the kills come
     with SiteServer(site, changing=pages):
         request = {"url": pages.index_url, "appid": "fresh", "crawlid": "k1", "maxdepth": 1,
                    "revisit": {**POLICY, "max": policy_max}}  # fmt: skip
         produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.incoming_topic, [request])
-        wait_until(lambda: len(rows(postgres, pg_schema, "revisits", "url")) == 80, 60, interval=0.5)
-        time.sleep(2)  # revisits under way
+        wait_until(lambda: len(rows(postgres, pg_schema, "revisits", "url")) == 40, 60, interval=0.5)
+        wait_until(lambda: len(rows(postgres, pg_schema, "revisit_log", "id")) >= 40, 30, interval=0.2)  # under way
         revisit, sink = cluster.components[-1], next(c for c in cluster.components if c.name == "sink-a")
         os.kill(revisit.pid, signal.SIGKILL)
         os.kill(sink.pid, signal.SIGKILL)
@@ -130,7 +129,7 @@ def test_kill_9_of_a_revisit_process_and_of_a_sink_loses_and_doubles_no_revisit(
 
         def all_revisited_twice_since() -> bool:
             times = fetch_times(postgres, pg_schema)
-            return all(sum(t > killed for t in times.get(pages.url(i), [])) >= 2 for i in range(80))
+            return all(sum(t > killed for t in times.get(pages.url(i), [])) >= 2 for i in range(40))
 
         wait_until(all_revisited_twice_since, 90, interval=0.5, message="a revisit was lost")
     state = rows(postgres, pg_schema, "revisits", "url")

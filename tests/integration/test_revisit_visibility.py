@@ -15,6 +15,8 @@ from playwright.sync_api import Page
 from prometheus_client import CollectorRegistry, generate_latest
 
 from kafka_monitor.sink_check import SinkCheck
+from rest.envelope import ApiError
+from rest.routes.revisits import _with_db
 from revisit.claims import claim
 from tests.e2e.test_dashboard_browser import browser_page  # noqa: F401 - the Chromium page fixture
 from tests.integration.test_rest_helpers import base_url, client_of, gateway_cluster
@@ -22,6 +24,8 @@ from tests.integration.test_revisit_state import Sink, fetch
 from tests.support.cluster import TestCluster
 from tests.support.postgres import Postgres
 from utils.config.clients import redis_client
+from utils.config.settings import Settings
+from utils.freshness import state
 from utils.freshness.metrics import RevisitCollector
 from utils.freshness.state import crawls, summary
 from utils.observability.stats import beat
@@ -81,8 +85,9 @@ def test_a_gateway_without_the_tables_answers_404_and_without_postgres_503(
         assert answer.status_code == 404
         assert "no sink" in answer.json()["error"]["message"]
     unreachable = {**postgres.settings(pg_schema), "SINK_POSTGRES_DSN": "postgresql://shoal@127.0.0.1:9/shoal"}
-    with gateway_cluster(services, tmp_path, **unreachable) as cluster:
-        assert client_of(cluster).get("/crawls/app/r1/revisits").status_code == 503
+    with pytest.raises(ApiError) as refused:  # the routes' PostgreSQL step, without a second gateway
+        _with_db(Settings.load(environ={f"SHOAL_{k}": v for k, v in unreachable.items()}), state.crawls)
+    assert refused.value.status_code == 503
 
 
 def test_prometheus_gauges_per_crawl(postgres: Postgres, pg_schema: str) -> None:

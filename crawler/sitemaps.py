@@ -41,6 +41,8 @@ CHANGEFREQ_SECONDS = {
     "never": 0,
 }
 
+ROOT_WITHIN = 64 * 1024  # bytes; a sitemap's root element starts within them
+_TAG = re.compile(rb"<([!?/]?)([A-Za-z_][\w.:-]*)")
 ENTRY_ENDS = (b"</url>", b"</sitemap>", b":url>", b":sitemap>")  # entries past the limit, counted in the raw XML
 _W3C = re.compile(
     r"^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?"
@@ -85,7 +87,8 @@ def read_sitemap(body: bytes, url: str, max_urls: int = 50_000, max_bytes: int =
     first = next(chunks, b"")
     head = first.lstrip(b"\xef\xbb\xbf \t\r\n")
     if head.startswith(b"<"):
-        reader.xml(first, chunks)
+        if _root(first[:ROOT_WITHIN]) in KINDS:  # an HTML page of the crawl is not parsed as XML at all
+            reader.xml(first, chunks)
     elif head[:8].lower().startswith((b"http://", b"https://")):
         reader.text(first, chunks)
     return reader.sitemap
@@ -216,6 +219,15 @@ class _Reader:
         url = urljoin(self.base, url)
         parts = urlsplit(url)
         return url if parts.scheme in ("http", "https") and (parts.hostname or "").lower() == self.host else ""
+
+
+def _root(head: bytes) -> str:
+    """The local name of the first element in `head` (after the XML declaration, comments and a
+    DOCTYPE), or ''."""
+    for match in _TAG.finditer(head):
+        if not match.group(1):
+            return match.group(2).rpartition(b":")[2].decode("ascii", "replace")
+    return ""
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:

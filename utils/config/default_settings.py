@@ -232,12 +232,12 @@ PROXY_STATE_TTL = 604800  # seconds; idle expiry of the pool's counters and quar
 # --- Sites that push back: block detection and the per-domain ladder (issue 33) -----------------
 BLOCK_DETECTOR = "crawler.blocks.BlockDetector"  # import path of the block detector class (subclass it to add signs)
 BLOCK_STATUSES = [403, 429, 503]  # HTTP statuses; a response with one is a block detection
-BLOCK_MARKERS: list[str] = []  # list of RE2 regexes; a body matching one is a block (a domain adds its own in ZooKeeper)
+BLOCK_MARKERS: list[str] = []  # list of RE2 regexes; a body matching one is a block (a domain adds more in ZooKeeper)
 BLOCK_SMALL_RATIO = 0.0  # fraction; a 200 page smaller than this share of its domain's usual size is a block; 0 = off
 BLOCK_LINKS_VANISHED = False  # bool; an HTML page without links where the domain's pages have some is a block
 BLOCK_MIN_SAMPLES = 5  # pages; clean pages of a domain seen before its usual size and link count are trusted
 LADDER_ENABLED = True  # bool; detections move a domain up its ladder (off: detected and counted only)
-LADDER_LEVELS = [0, 1, 2, 3, 4]  # list of levels a domain may use: 0 configured, 1 slower, 2 proxied, 3 rendered, 4 paused
+LADDER_LEVELS = [0, 1, 2, 3, 4]  # list of levels in use: 0 configured, 1 slower, 2 proxied, 3 rendered, 4 paused
 LADDER_UP_AFTER = 3  # detections; a domain steps up after this many within LADDER_WINDOW
 LADDER_WINDOW = 60.0  # seconds; the window block detections are counted over
 LADDER_DOWN_AFTER = 20  # pages; a domain steps down after this many clean pages in a row

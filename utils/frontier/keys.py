@@ -5,7 +5,8 @@ Names that Scrapy Cluster 1.3 defines are kept (reference §5): `<spiderid>:<dom
 throttle keys keep Scrapy Cluster's `[<spider>:][<ip>:]<domain>` but hold one hash each (`:throttle`)
 instead of a window ZSET and a time string, so a pop reads a domain's throttle with one command.
 Keys Shoal adds sit next to them under the same spider prefix.
-The Lua scripts in utils/frontier/lua build the same names; `tests/integration/test_frontier.py` checks they agree.
+The Lua scripts in utils/frontier/lua build the same names with the lib `K` generated from this module
+(utils/frontier/lua_libs.py); `tests/integration/test_frontier_lua_libs.py` checks they agree.
 """
 
 from __future__ import annotations

@@ -67,6 +67,17 @@ $(PYWB)/bin/wayback:
 	$(PYTHON) -m venv --clear $(PYWB)
 	$(PYWB)/bin/pip install --quiet 'pywb==$(PYWB_VERSION)'
 
+# s3rver (npm), a real S3-compatible server for the warc component's S3 output (tests/integration/test_warc_s3.py),
+# into services/s3rver/node_modules as its package-lock.json pins it (skipped when installed); Debian's npm if missing.
+S3RVER := services/s3rver/node_modules/.bin/s3rver
+
+install-test: $(S3RVER)
+
+$(S3RVER): services/s3rver/package.json services/s3rver/package-lock.json
+	@command -v npm >/dev/null 2>&1 || $(MAKE) --no-print-directory debian-packages PACKAGES="nodejs npm"
+	cd services/s3rver && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip

@@ -29,6 +29,7 @@ from utils.config.settings import Settings
 from utils.observability.metrics import mark_loop, observe_batch, set_dependency_up
 from warc.files import Rotation, WarcFiles, recover
 from warc.records import LastPayloads, RecordMaker
+from warc.upload import S3Output
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +48,12 @@ def component_id() -> str:
 
 
 class Archiver:
-    def __init__(self, settings: Settings, consumer: KafkaConsumer, files: WarcFiles) -> None:
+    def __init__(self, settings: Settings, consumer: KafkaConsumer, files: WarcFiles,
+                 output: S3Output | None = None) -> None:  # fmt: skip
         self.consumer = consumer
         self.files = files
+        self.output = output  # closed files go to S3 (WARC_S3_BUCKET), else they stay in the directory
+        self._queued = 0  # how many of files.closed were handed to `output`
         self.maker = RecordMaker(files.builder(), LastPayloads(settings.get_int("WARC_DIGEST_CACHE")),
                                  settings.get_list("WARC_DOM_SPIDERS"))  # fmt: skip
         self.poll_ms = settings.get_int("KAFKA_CONSUMER_TIMEOUT")
@@ -64,6 +68,9 @@ class Archiver:
         ensure_topics(settings, [topic])
         directory = warc_directory(settings)
         recover(directory)  # files left `.open` by a killed writer, before this one opens its own
+        output = S3Output.from_settings(settings)
+        if output is not None:
+            output.add_directory(directory)  # closed files whose upload failed or never began
         rotation = Rotation(
             prefix=settings.get_str("WARC_PREFIX"),
             max_size=settings.get_int("WARC_MAX_SIZE"),
@@ -74,7 +81,7 @@ class Archiver:
         consumer = kafka_consumer(settings, [], settings.get_str("WARC_GROUP"),
                                   max_poll_records=max(settings.get_int("WARC_BATCH"), 1))  # fmt: skip
         subscribe(consumer, [topic])
-        return cls(settings, consumer, WarcFiles(directory, rotation, component_id()))
+        return cls(settings, consumer, WarcFiles(directory, rotation, component_id()), output)
 
     def run(self, stop: threading.Event) -> None:
         """Archive batches until `stop` is set; the batch in hand is finished, the open file closed."""
@@ -101,7 +108,17 @@ class Archiver:
             set_dependency_up("kafka", True)
             observe_batch(time.monotonic() - began)
         self.files.rotate_if_due()  # by age too, when nothing comes
+        self.upload()
         return len(records)
+
+    def upload(self) -> None:
+        """Hand the files closed since the last call to the S3 output and upload what is due."""
+        if self.output is None:
+            return
+        for path in self.files.closed[self._queued :]:
+            self.output.add(path)
+        self._queued = len(self.files.closed)
+        self.output.upload_due()
 
     def write(self, records: list[ConsumerRecord]) -> None:
         for record in records:
@@ -143,6 +160,7 @@ class Archiver:
 
     def close(self) -> None:
         self.files.close()
+        self.upload()  # once: a failed upload leaves the file for the next start
         self.consumer.close(autocommit=False)
         log.info("WARC writer stopped", extra={"pages": self.pages, "records": self.records, "skipped": self.skipped})
 

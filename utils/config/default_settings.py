@@ -307,6 +307,13 @@ WARC_GROUP = "demo-warc"  # consumer group of the warc processes (any number sha
 WARC_BATCH = 500  # messages; most page messages written between two fsyncs and offset commits
 WARC_DIGEST_CACHE = 100000  # URLs; last payload digest remembered per URL (LRU) for identical-payload revisits
 WARC_DOM_SPIDERS = ["render"]  # spider names whose body is a rendered DOM: stored as metadata, not response
+WARC_S3_BUCKET = ""  # S3-compatible bucket closed files go to (then removed locally); empty = keep them in WARC_DIR
+WARC_S3_PREFIX = ""  # key prefix of the uploaded objects (e.g. "crawls/2026/"); the file name follows it
+WARC_S3_ENDPOINT_URL = ""  # URL of an S3-compatible server (MinIO, Ceph...); empty = AWS S3
+WARC_S3_REGION = ""  # region name for the signature; empty = boto3's default
+WARC_S3_CREDENTIALS_FILE = ""  # AWS credentials file ([default] aws_access_key_id...); empty = boto3's chain (env)
+WARC_S3_PART_SIZE = 67108864  # bytes; multipart threshold and part size of an upload (at least 5 MiB)
+WARC_S3_RETRY = 60.0  # seconds before a failed upload (file kept) is tried again
 
 # --- Revisits: keeping data fresh (`shoal revisit`, issue 31) ----------------------------------
 REVISIT_INTERVAL = 86400.0  # seconds; a page's first revisit interval when its crawl's `revisit` names none

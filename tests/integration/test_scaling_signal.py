@@ -35,10 +35,11 @@ def sample_value(families: list, name: str, **labels: str) -> float:
 
 def crawlers_were_seen(client: redis.Redis, pages_per_second: float, processes: int, now: float) -> None:
     """Live crawler processes of `link` whose stats say they fetched `pages_per_second` each over
-    the last two whole minutes, written as crawler/stats.py and the scheduler's heartbeat write them."""
+    the two whole minutes before the newest (which may still be filling), written as crawler/stats.py
+    and the scheduler's heartbeat write them."""
     for n in range(processes):
         beat(client, "crawler", "node1", f"link:{n}", 120, keys.crawler_heartbeat("node1", "link", str(n)))
-    for minute in (1, 2):
+    for minute in (1, 2, 3):
         at = (int(now) // 60 - minute) * 60 + 30
         stats = StatsCollector(client, StatsConfig([900], 60, 3600), clock=lambda at=at: at)
         stats.incr("stats:crawler:node1:link:200", int(pages_per_second * processes * 60))

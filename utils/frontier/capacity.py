@@ -134,17 +134,25 @@ def _observed(client: RedisClient, policy: ScalingPolicy, now: float) -> tuple[d
             processes[spider] = processes.get(spider, 0) + 1
     bucket = max(policy.bucket, 1)
     whole = max(policy.rate_window // bucket, 1)
-    current = int(now) // bucket * bucket  # the bucket still filling is left out
-    pages: dict[str, int] = {}
     bases = stat_bases(client, CRAWLER_STATS)
     pipe = client.pipeline(transaction=False)
     for base in bases:
         pipe.hgetall(f"{base}:buckets")
+    counts: dict[str, dict[int, int]] = {}  # spider -> bucket start -> pages
     for base, buckets in zip(bases, pipe.execute(), strict=True):
-        spider = base[len(CRAWLER_STATS) :].split(":")[-2]
-        counted = sum(int(n) for start, n in buckets.items() if current - whole * bucket <= int(start) < current)
-        pages[spider] = pages.get(spider, 0) + counted
-    rates = {s: pages.get(s, 0) / (whole * bucket) / n for s, n in processes.items() if n}
+        into = counts.setdefault(base[len(CRAWLER_STATS) :].split(":")[-2], {})
+        for start, n in buckets.items():
+            into[int(start)] = into.get(int(start), 0) + int(n)
+    rates: dict[str, float] = {}
+    for spider, n in processes.items():
+        by_start = counts.get(spider) or {0: 0}
+        # The newest bucket written may still be filling (a process writes its counts every
+        # STATS_CYCLE, later under load): the rate is over the whole buckets before it, and 0
+        # when none was written lately.
+        newest = max(by_start)
+        recent = newest >= now - policy.rate_window - 2 * bucket
+        pages = sum(c for start, c in by_start.items() if newest - whole * bucket <= start < newest) if recent else 0
+        rates[spider] = pages / (whole * bucket) / n
     return processes, rates
 
 

@@ -61,11 +61,13 @@ local throttles = K.throttles(prefix)
 local own = prefix == K.spider_throttle_prefix(sid)  -- the line carries the states (lib/domain_sets.lua)
 local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is looked at again
 
--- What one call changes (`b`, handed to every step below), written once per batch by flush(b): members leaving the line, members
--- entering it (score, member, ...), each domain's new member (`owner`, false = none; `changed`
--- names the domains to write), the classes to list again, the throttle states read (`states`,
--- domain -> packed state as read) and to keep: carried in the line (`carry`) or in the hash
--- (`th_out`: domain, state, ...; `th_need`: the latest `exp` among them).
+-- The call's state `b`, handed to every step below as an argument. What changes the line, written
+-- once per batch by flush(b): members leaving it, members entering it (score, member, ...), each
+-- domain's new member (`owner`, false = none; `changed` names the domains to write), the classes
+-- to list again, the throttle states read (`states`, domain -> packed state as read) and to keep:
+-- carried in the line (`carry`) or in the hash (`th_out`: domain, state, ...; `th_need`: the
+-- latest `exp` among them). What the call hands back: its counts (`leased`, `work`, `denied`), the
+-- reply (`out`), the <sid>:inflight entries, the payloads to read per crawl, the crawls' tally.
 local b = {leaving = {}, entering = {}, owner = {}, changed = {}, touched = {}, states = {}, carry = {},
            th_out = {}, th_need = 0, throttles_exp = nil,  -- throttles_exp: nil = not read yet
            leased = 0, work = 0, denied = 0, out = {0, 0, ''}, entries = {}, payloads = {},

@@ -25,8 +25,9 @@ SCHEMATHESIS = Path(sys.executable).parent / "st"
 MAX_SECONDS = 40  # fuzzing repeats until this budget is spent
 
 
-def test_no_generated_request_gets_a_server_error(services, tmp_path) -> None:
-    with gateway_cluster(services, tmp_path, WAIT_FOR_RESPONSE_TIME=0.2, KAFKA_FEED_TIMEOUT=5.0) as cluster:
+def test_no_generated_request_gets_a_server_error(services, tmp_path, postgres, pg_schema) -> None:
+    with gateway_cluster(services, tmp_path, WAIT_FOR_RESPONSE_TIME=0.2, KAFKA_FEED_TIMEOUT=5.0,
+                         **postgres.settings(pg_schema)) as cluster:  # the revisit routes read PostgreSQL (issue 31)
         client_of(cluster).close()  # GREEN: Kafka and Redis connected
         run = subprocess.run(
             [

@@ -6,6 +6,7 @@ domain's throttle holds LADDER_SLOW_DELAY between hits cluster-wide (set when it
 when it comes back to 0), and a 429/503's Retry-After holds it back as for any retry. Level 2: the
 proxy pool takes the request (with LADDER_PROXY_ONLY, only from there). Level 3: the request moves
 to the render spider's queue while render nodes report. Level 4: each request is dead-lettered.
+A domain steps over 2 without a proxy pool (PROXY_LIST) and over 3 while no render node reports.
 
 A response the detector calls a block counts against the domain (unless its try was stamped below the
 domain's level: that step was already taken) and is retried through Redis, so it is fetched again at
@@ -19,6 +20,7 @@ import logging
 import os
 import socket
 import time
+from dataclasses import replace
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -38,6 +40,7 @@ from utils.frontier import keys
 from utils.frontier.block_config import LEVEL_NAMES, LadderRules
 from utils.frontier.ladder import Ladder, Step, rules_from_settings
 from utils.observability.metrics import record_block
+from utils.proxies.pool import parse_proxy_list
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,7 @@ class LadderMiddleware:
         self.render_spider = settings.get_str("LADDER_RENDER_SPIDER")
         self.render_alive = settings.get_float("HEARTBEAT_TIMEOUT")
         self.retry_codes = {int(code) for code in settings.get_list("RETRY_HTTP_CODES")}
+        self.has_proxies = bool(parse_proxy_list(settings.get_str("PROXY_LIST")))
         self.by = f"{socket.gethostname()}:{os.getpid()}"
         self.cache: dict[str, tuple[float, int]] = {}  # domain -> (read at, level)
         self.renderers: tuple[float, bool] = (0.0, False)
@@ -143,7 +147,7 @@ class LadderMiddleware:
         if not self.enabled:
             return
         blocks = self.domain_blocks(spider, domain)
-        rules: LadderRules = blocks.rules if blocks is not None and blocks.rules is not None else self.rules
+        rules = self.usable(blocks.rules if blocks is not None and blocks.rules is not None else self.rules)
         try:
             step: Step = event(spider.name, domain, reason, self.by, rules)
         except RedisError as exc:
@@ -152,6 +156,13 @@ class LadderMiddleware:
         self.cache[domain] = (time.monotonic(), step.level)
         if step.changed:
             self.stepped(spider, domain, step, reason)
+
+    def usable(self, rules: LadderRules) -> LadderRules:
+        """The rungs that can work here: 2 only with a proxy pool, 3 only while render nodes report."""
+        gone = ({PROXIED} if not self.has_proxies else set()) | ({RENDERED} if not self.render_nodes() else set())
+        if not gone & set(rules.levels):
+            return rules
+        return replace(rules, levels=tuple(level for level in rules.levels if level not in gone))
 
     def stepped(self, spider: Spider, domain: str, step: Step, reason: str) -> None:
         log.warning("Domain ladder step", extra={

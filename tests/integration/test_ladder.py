@@ -163,6 +163,20 @@ def test_a_forbidden_page_moves_the_ladder_and_stays_a_page_unless_403_is_retrie
     assert mw.ladder.state("link", "shop.test")["detections"] == 2
 
 
+def test_without_proxies_or_render_nodes_the_domain_steps_over_levels_2_and_3(
+    middleware: tuple[LadderMiddleware, Spider, list[Any], Spy],
+) -> None:
+    mw, _, _, _ = middleware
+    levels = []
+    for n in range(4):
+        request = leased(n)
+        mw.process_request(request)
+        with pytest.raises(RetryableStatus):
+            mw.process_response(request, answer(request, 429))
+        levels.append(mw.ladder.state("link", "shop.test")["level"])
+    assert levels == [0, 1, 1, 4]  # LADDER_UP_AFTER 2: 0 -> 1 -> (no pool, no browser) paused
+
+
 def test_a_paused_domains_request_is_dead_lettered(middleware: tuple[LadderMiddleware, Spider, list[Any], Spy]) -> None:
     mw, spider, _, _ = middleware
     mw.ladder.set_level("link", "shop.test", 4)

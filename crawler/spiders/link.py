@@ -7,7 +7,7 @@ import re
 import time
 from collections.abc import Iterator
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
 from scrapy.crawler import Crawler
@@ -17,10 +17,12 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.response import get_base_url
 from w3lib.url import canonicalize_url
 
-from crawler.sitemap_follow import SitemapFollower
 from crawler.spiders.base import LinkBounds, RedisSpider
 from utils.config.safe_regex import InvalidRegex, PatternSet, pattern_set
 from utils.observability.metrics import record_dropped
+
+if TYPE_CHECKING:
+    from crawler.sitemap_follow import SitemapFollower
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +181,8 @@ class LinkSpider(RedisSpider):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LinkSpider:
+        from crawler.sitemap_follow import SitemapFollower  # here: it imports spider_output, which imports the spiders
+
         spider = super().from_crawler(crawler, *args, **kwargs)
         assert isinstance(spider, LinkSpider)
         spider.sitemaps = SitemapFollower.from_crawler(crawler)  # listens for robots.txt from the start

@@ -9,6 +9,7 @@ import gzip
 from scrapy.http import Response
 
 from crawler.blocks import BlockDetector
+from crawler.sitemap_follow import _robots_sitemaps
 from crawler.sitemaps import CHANGEFREQ_SECONDS, parse_lastmod, read_sitemap
 from utils.demosite.sitemaps import SitemapSet
 
@@ -131,3 +132,18 @@ def test_a_small_sitemap_index_after_large_gzip_sitemaps_is_no_block() -> None:
         assert detector.detect(part, "h") is None
     index = Response("http://h/index.xml", body=b"<sitemapindex/>", headers={"Content-Type": "application/xml"})
     assert detector.detect(index, "h") is None
+
+
+def test_robots_txt_read_as_a_page_names_its_sitemaps_else_sitemap_xml() -> None:
+    """Without ROBOTSTXT_OBEY the crawl fetches robots.txt itself; its Sitemap lines are the sitemaps."""
+    robots = b"User-agent: *\nDisallow: /x/\nSitemap: https://h.test/a.xml\nsitemap: /b.xml.gz\n"
+    assert _robots_sitemaps(Response("https://h.test/robots.txt", body=robots)) == [
+        "https://h.test/a.xml",
+        "/b.xml.gz",  # joined to the robots.txt's URL when followed
+    ]
+    assert _robots_sitemaps(Response("https://h.test/robots.txt", body=b"User-agent: *\n")) == [
+        "https://h.test/sitemap.xml"
+    ]
+    assert _robots_sitemaps(Response("https://h.test/robots.txt", status=404, body=robots)) == [
+        "https://h.test/sitemap.xml"
+    ]

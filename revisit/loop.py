@@ -42,6 +42,7 @@ class Revisit:
         self.target = postgres_target(settings)
         self.connection: Connection | None = None
         self.fed = 0  # requests sent since start
+        self._waiting_for_tables = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Revisit:
@@ -84,6 +85,11 @@ class Revisit:
             try:
                 sent = self.run_once()
                 set_dependency_up("postgres", True)
+            except psycopg.errors.UndefinedTable:  # no sink has migrated the schema yet: wait, quietly
+                if not self._waiting_for_tables:
+                    log.info("Waiting for the sink to create its tables", extra={"schema": self.schema})
+                self._waiting_for_tables = True
+                sent = 0
             except psycopg.Error as exc:
                 log.error("PostgreSQL unavailable; retrying", extra={"error": str(exc).strip()[:300]})
                 set_dependency_up("postgres", False)

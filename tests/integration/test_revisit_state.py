@@ -7,20 +7,26 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import ujson
 
 from revisit.claims import claim, release
+from revisit.loop import Revisit
 from revisit.requests import crawl_request
 from sink.messages import Parser
 from sink.schema import Tables
 from sink.store import Store
+from tests.support.cluster import TestCluster
+from tests.support.kafka import TopicReader
 from tests.support.postgres import Postgres
-from tests.support.sink import page, rows
+from tests.support.services import wait_until
+from tests.support.sink import page, rows, sink_settings
 from utils import schemas
 from utils.freshness import state
+from utils.services import LocalServices
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -224,3 +230,27 @@ def test_a_page_without_revisit_gets_no_state(sink: Sink, postgres: Postgres, pg
     with postgres.connect() as connection:
         found = connection.execute(f'SELECT count(*) FROM "{pg_schema}".revisits').fetchone()
     assert found == (0,)
+
+
+def test_the_loop_waits_for_the_sinks_tables_then_feeds_incoming(
+    services: LocalServices, tmp_path: Path, postgres: Postgres, pg_schema: str
+) -> None:
+    cluster = TestCluster(services, tmp_path, REVISIT_POLL=0.1)
+    sink_settings(cluster, postgres, pg_schema)
+    revisit = Revisit.from_settings(cluster.settings)
+    stop = threading.Event()
+    thread = threading.Thread(target=revisit.run, args=(stop,), daemon=True)
+    thread.start()
+    reader = TopicReader(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.incoming_topic)
+    try:
+        wait_until(lambda: revisit._waiting_for_tables, 30, message="the loop never looked for the tables")
+        Sink(postgres, pg_schema).write(fetch(0))  # the sink creates the tables; the row is long due
+        wait_until(lambda: revisit.fed == 1, 30, message="the due revisit was not fed")
+        wait_until(lambda: reader.poll(0.2) or reader.messages, 30, message="nothing on the incoming topic")
+    finally:
+        stop.set()
+        thread.join(30)
+        reader.close()
+    (sent,) = reader.messages
+    assert (sent["url"], sent["refetch"], sent["headers"]["If-None-Match"]) == (URL, True, '"a"')
+    assert not thread.is_alive()

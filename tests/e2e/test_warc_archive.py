@@ -17,6 +17,7 @@ from tests.support.cluster import TestCluster
 from tests.support.kafka import produce
 from tests.support.services import wait_until
 from utils.demosite import SiteServer, generate_site
+from utils.demosite.changing import ChangingPages
 from utils.services import free_port
 from warc.records import IDENTICAL, NOT_MODIFIED, sha1_digest
 
@@ -31,6 +32,8 @@ def archived(directory: Path) -> list[dict[str, Any]]:
             for record in ArchiveIterator(stream, check_digests="raise"):
                 out.append({"file": path.name, "type": record.rec_type, "headers": dict(record.rec_headers.headers),
                             "status": record.http_headers.get_statuscode() if record.http_headers else None,
+                            "http": {k.lower(): v for k, v in record.http_headers.headers} if record.http_headers
+                            else {},
                             "payload": record.content_stream().read()})  # fmt: skip
     return out
 
@@ -59,26 +62,28 @@ def crawl(cluster: TestCluster, seeds: list[str], crawlid: str) -> None:
 def test_a_crawl_is_archived_read_back_by_warcio_and_replayed_by_pywb(cluster: TestCluster, tmp_path: Path) -> None:
     wayback = pywb.wayback()  # built before the crawl when make install-test has not
     site = generate_site(hosts=1, pages_per_host=25, seed=35, base_ip_octet=35, port=free_port())
+    pages = ChangingPages(site.hosts[0], [0.0])  # one page that never changes, with ETag and 304 (issue 31)
+    fresh = pages.url(0)
     directory = tmp_path / "warc"
     warc_env(cluster, directory)
-    with SiteServer(site):
+    with SiteServer(site, changing=pages):
         seeds = site.seed_urls()
         expected = set(site.reachable(seeds, 10, obey_robots=True))
         cluster.start("kafka-monitor")
         cluster.start("crawl", "--spider", "link")
         warc = cluster.start("warc")
-        crawl(cluster, seeds, "first")
-        wait_until(lambda: set(by_url(archived(directory), "response")) >= expected, 150)
+        crawl(cluster, [*seeds, fresh], "first")
+        wait_until(lambda: set(by_url(archived(directory), "response")) >= expected | {fresh}, 150)
         first = by_url(archived(directory), "response")
         crawl(cluster, seeds, "second")  # the same bytes again: revisits, not copies
         wait_until(lambda: sum(len(v) for v in by_url(archived(directory), "response", "revisit").values())
                    >= 2 * len(expected), 150)  # fmt: skip
-        # A 304 (a revisit's conditional GET, issue 31) as the crawler sends it: a revisit record.
-        home = seeds[0]
-        produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.topic("crawled_firehose"),
-                [{**_page(0), "url": home, "response_url": home, "status_code": 304, "status_msg": "Not Modified",
-                  "body": "", "remote_address": "127.0.0.35"}])  # fmt: skip
-        wait_until(lambda: any(r["status"] == "304" for r in archived(directory)), 30)
+        # The page asked for again with its validators, as `shoal revisit` asks (keep-data-fresh.md): a real 304.
+        etag = first[fresh][0]["http"]["etag"]
+        produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.incoming_topic,
+                [{"url": fresh, "appid": "warcapp", "crawlid": "first", "maxdepth": 0, "refetch": True,
+                  "headers": {"If-None-Match": etag}}])  # fmt: skip
+        wait_until(lambda: any(r["status"] == "304" for r in archived(directory)), 60)
         assert warc.stop() == 0
     assert not list(directory.glob("*.open"))
     records = archived(directory)
@@ -97,10 +102,14 @@ def test_a_crawl_is_archived_read_back_by_warcio_and_replayed_by_pywb(cluster: T
         (again,) = [r for r in revisits[url] if r["status"] == "200"]
         assert again["headers"]["WARC-Profile"] == IDENTICAL
         assert again["headers"]["WARC-Refers-To-Date"] == first[url][0]["headers"]["WARC-Date"]
+    assert pages.answers[304] == 1  # the server itself answered Not Modified, once
     (not_modified,) = [r for r in records if r["status"] == "304"]
     assert not_modified["type"] == "revisit"
+    assert not_modified["headers"]["WARC-Target-URI"] == fresh
     assert not_modified["headers"]["WARC-Profile"] == NOT_MODIFIED
-    assert not_modified["headers"]["WARC-Refers-To-Date"] == first[home][0]["headers"]["WARC-Date"]
+    assert not_modified["headers"]["WARC-Refers-To-Target-URI"] == fresh
+    assert not_modified["headers"]["WARC-Refers-To-Date"] == first[fresh][0]["headers"]["WARC-Date"]
+    assert not_modified["http"]["etag"] == etag
     links = [r for r in records if r["type"] == "metadata" and r["payload"].startswith(b"outlink: ")]
     assert links
 

@@ -1,5 +1,6 @@
 """Issue 35: a crawl archived as WARC/1.1 by the warc component, read back with warcio and replayed by pywb;
-and a warc process killed with SIGKILL mid-stream loses no page and leaves no unreadable file."""
+and a warc process killed with SIGKILL mid-stream loses no page and leaves no unreadable file: the next one,
+sending its files to S3 (s3rver), uploads the killed writer's file too."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 from warcio.archiveiterator import ArchiveIterator
@@ -15,6 +17,7 @@ from warcio.archiveiterator import ArchiveIterator
 from tests.support import pywb
 from tests.support.cluster import TestCluster
 from tests.support.kafka import produce
+from tests.support.s3rver import KEY_ID, SECRET, s3rver
 from tests.support.services import wait_until
 from utils.demosite import SiteServer, generate_site
 from utils.demosite.changing import ChangingPages
@@ -155,10 +158,31 @@ def test_a_warc_process_killed_mid_stream_leaves_every_page_in_a_closed_readable
     first.kill()  # SIGKILL: an open file, records past the last commit, perhaps one half written
     first.process.wait(10)
     produce(bootstrap, firehose, pages[200:])
-    burst = cluster.start("warc", "--burst")
-    assert burst.process.wait(120) == 0
-    assert not list(directory.glob("*.open"))
-    assert "WARC file of a stopped writer closed" in burst.log_path.read_text()  # the killed writer's file
+    # The next process sends its files to S3 (s3rver): the killed writer's, once cut and closed, and its own.
+    server = s3rver(tmp_path / "s3", "archive")
+    server.start()
+    try:
+        server.wait_ready(60)
+        secrets = tmp_path / "s3-credentials"
+        secrets.write_text(f"[default]\naws_access_key_id = {KEY_ID}\naws_secret_access_key = {SECRET}\n")
+        cluster.env.update({"SHOAL_WARC_S3_BUCKET": "archive", "SHOAL_WARC_S3_PREFIX": "crawl/",
+                            "SHOAL_WARC_S3_ENDPOINT_URL": f"http://{server.address}",
+                            "SHOAL_WARC_S3_REGION": "us-east-1", "SHOAL_WARC_S3_CREDENTIALS_FILE": str(secrets)})
+        burst = cluster.start("warc", "--burst")
+        assert burst.process.wait(120) == 0
+        assert list(directory.iterdir()) == []  # every file uploaded, confirmed, then removed
+        uploaded = tmp_path / "uploaded"
+        uploaded.mkdir()
+        bucket = boto3.client("s3", endpoint_url=f"http://{server.address}", region_name="us-east-1",
+                              aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET)  # fmt: skip
+        for item in bucket.list_objects_v2(Bucket="archive", Prefix="crawl/")["Contents"]:
+            bucket.download_file("archive", item["Key"], str(uploaded / item["Key"].removeprefix("crawl/")))
+    finally:
+        server.stop()
+    log = burst.log_path.read_text()
+    assert "WARC file of a stopped writer closed" in log  # the killed writer's file
+    assert "WARC upload failed" not in log
+    directory = uploaded
     records = archived(directory)
     responses = by_url(records, "response")
     assert set(responses) == {page["url"] for page in pages}

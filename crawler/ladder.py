@@ -1,12 +1,14 @@
 """Downloader middleware of the block escalation ladder (issue 33): detect, step, fetch at the level.
 
-A leased request is stamped with its domain's level when it goes to the downloader and finishes at
-that level whatever the domain does meanwhile (a redirect keeps the stamp). Level 1 and above: the
+A request is stamped with its domain's level when the scheduler leases it (a pop) and finishes at
+that level whatever the domain does while it waits or is fetched (a redirect keeps the stamp). Level 1 and above: the
 domain's throttle holds LADDER_SLOW_DELAY between hits cluster-wide (set when it steps up, lifted
 when it comes back to 0), and a 429/503's Retry-After holds it back as for any retry. Level 2: the
 proxy pool takes the request (with LADDER_PROXY_ONLY, only from there). Level 3: the request moves
 to the render spider's queue while render nodes report. Level 4: each request is dead-lettered.
 A domain steps over 2 without a proxy pool (PROXY_LIST) and over 3 while no render node reports.
+A request moved to the render spider carries `ladder_of` (its spider): what its page shows, clean or
+a block, counts on that spider's ladder, so a domain at 3 comes down after M clean rendered pages.
 
 A response the detector calls a block counts against the domain (unless its try was stamped below the
 domain's level: that step was already taken) and is retried through Redis, so it is fetched again at
@@ -33,7 +35,7 @@ from scrapy.utils.misc import load_object
 from crawler.blocks import Detector
 from crawler.meta import LEASE
 from crawler.retry import RetryableStatus
-from crawler.signals import lease_settled
+from crawler.signals import connect_leased, lease_settled
 from utils.config.clients import redis_client
 from utils.config.settings import Settings
 from utils.frontier import keys
@@ -45,6 +47,7 @@ from utils.proxies.pool import parse_proxy_list
 log = logging.getLogger(__name__)
 
 LEVEL = "shoal_ladder_level"  # request meta: the level the request is fetched at
+LADDER_OF = "ladder_of"  # request meta (stored, crawler/meta.py OWN): the spider whose ladder it counts on
 SLOWER, PROXIED, RENDERED, PAUSED = 1, 2, 3, 4
 
 
@@ -73,6 +76,8 @@ class LadderMiddleware:
         self.by = f"{socket.gethostname()}:{os.getpid()}"
         self.cache: dict[str, tuple[float, int]] = {}  # domain -> (read at, level)
         self.renderers: tuple[float, bool] = (0.0, False)
+        self.stamped: dict[str, int] = {}  # request id -> its domain's level when it was leased
+        connect_leased(crawler, self.stamp)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LadderMiddleware:
@@ -90,7 +95,8 @@ class LadderMiddleware:
         if lease is None or spider is None or not self.enabled:
             return
         if LEVEL not in request.meta:
-            request.meta[LEVEL] = self.level(spider, lease.domain)
+            stamped = self.stamped.pop(lease.request_id, None)
+            request.meta[LEVEL] = self.level(spider, lease.domain) if stamped is None else stamped
         level = request.meta[LEVEL]
         if level >= PAUSED:
             raise DomainPaused(f"domain {lease.domain} is paused (ladder level 4)")
@@ -103,18 +109,33 @@ class LadderMiddleware:
             return response
         blocks = self.domain_blocks(spider, lease.domain)
         found = self.detector.detect(response, lease.domain, blocks.markers if blocks else ())
-        level = int(request.meta.get(LEVEL, 0))
+        level, owner = int(request.meta.get(LEVEL, 0)), request.meta.get(LADDER_OF)
+        counted_here = not owner or owner == spider.name
         if found is not None:
             record_block(spider.name, found.reason)
             log.warning("Block detected", extra={"spiderid": spider.name, "domain": lease.domain, "url": response.url,
                                                  "reason": found.reason, "detail": found.detail, "level": level})
-            if level >= self.cache.get(lease.domain, (0.0, 0))[1]:  # a try stamped below: already answered
+            if not counted_here:  # rendered for another spider's ladder: a block there climbs it (to 4)
+                self.step(spider, lease.domain, self.ladder.detect, found.reason, owner)
+            elif level >= self.cache.get(lease.domain, (0.0, 0))[1]:  # a try stamped below: already answered
                 self.step(spider, lease.domain, self.ladder.detect, found.reason)
             if self.retried(request, response):
                 raise RetryableStatus(response)
-        elif level > 0 or self.cache.get(lease.domain, (0.0, 0))[1] > 0:
-            self.step(spider, lease.domain, lambda s, d, r, b, rules: self.ladder.clean(s, d, 1, b, rules), "clean")
+        elif not counted_here or level > 0 or self.cache.get(lease.domain, (0.0, 0))[1] > 0:
+            self.step(spider, lease.domain, self.clean, "clean", owner if not counted_here else None)
         return response
+
+    def clean(self, spiderid: str, domain: str, reason: str, by: str, rules: LadderRules) -> Step:
+        return self.ladder.clean(spiderid, domain, 1, by, rules)
+
+    def stamp(self, leases: list[Any]) -> None:
+        """Each lease of a pop gets its domain's level now: a step while it waits for the engine does
+        not change how it is fetched (issue 33: 'requests already leased finish at their level')."""
+        spider = self.crawler.spider
+        if spider is None or not self.enabled:
+            return
+        for lease in leases:
+            self.stamped[lease.request_id] = self.level(spider, lease.domain)
 
     def retried(self, request: Request, response: Response) -> bool:
         """A block is tried again through Redis, at the domain's level by then: a 200 (CAPTCHA, shell)
@@ -142,16 +163,23 @@ class LadderMiddleware:
                 self.slow_down(domain, level)
         return level
 
-    def step(self, spider: Spider, domain: str, event: Any, reason: str) -> None:
-        """One event on the domain's ladder; a step is logged and its throttle changed."""
+    def step(self, spider: Spider, domain: str, event: Any, reason: str, owner: str | None = None) -> None:
+        """One event on the domain's ladder (of `owner`, a spider that moved it here, else this
+        spider's); a step is logged and, on this spider's own ladder, its throttle changed."""
         if not self.enabled:
             return
         blocks = self.domain_blocks(spider, domain)
         rules = self.usable(blocks.rules if blocks is not None and blocks.rules is not None else self.rules)
         try:
-            step: Step = event(spider.name, domain, reason, self.by, rules)
+            step: Step = event(owner or spider.name, domain, reason, self.by, rules)
         except RedisError as exc:
             log.warning("Could not record a ladder event", extra={"domain": domain, "error": str(exc)})
+            return
+        if owner is not None:  # the owner's crawlers read the step at their next LADDER_REFRESH
+            if step.changed:
+                log.warning("Domain ladder step", extra={
+                    "spiderid": owner, "domain": domain, "from": step.before, "to": step.level,
+                    "state": LEVEL_NAMES[step.level], "reason": reason, "rendered_by": spider.name})  # fmt: skip
             return
         self.cache[domain] = (time.monotonic(), step.level)
         if step.changed:
@@ -199,7 +227,8 @@ class LadderMiddleware:
         """Queue the request for the render spider (its own dupefilter) and settle this lease."""
         scheduler = self.crawler.engine._slot.scheduler  # type: ignore[union-attr]
         meta = {k: v for k, v in request.meta.items() if k not in (LEASE, LEVEL) and not k.startswith("download_")}
-        moved = request.replace(meta={**meta, "spiderid": self.render_spider}, dont_filter=True)
+        moved = request.replace(meta={**meta, "spiderid": self.render_spider, LADDER_OF: spider.name},
+                                dont_filter=True)
         scheduler.enqueue_request(moved)
         lease_settled(self.crawler, request.meta.pop(LEASE), "rerouted", {})
         log.info("Moved a request to the render spider",

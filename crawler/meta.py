@@ -48,8 +48,9 @@ INHERITED = (
     "sitemaps",  # issue 31: a page of the crawl that is a sitemap is read as one (crawler/sitemap_follow.py)
 )
 # Stored when the request itself sets them: the wandering spider's step; a sitemap poll's conditional
-# headers and a listed page's revisit_hint (seconds, from changefreq; crawler/sitemap_follow.py).
-OWN = ("step", "headers", "revisit_hint")
+# headers and a listed page's revisit_hint (seconds, from changefreq; crawler/sitemap_follow.py);
+# ladder_of: the spider whose ladder a request moved to the render spider counts on (issue 33).
+OWN = ("step", "headers", "revisit_hint", "ladder_of")
 
 
 def passthrough(meta: dict[str, Any]) -> dict[str, Any]:

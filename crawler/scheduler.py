@@ -27,7 +27,7 @@ from crawler.dupes import RecentFingerprints
 from crawler.fetch import Fetch
 from crawler.leases import LeaseBook
 from crawler.meta import LEASE
-from crawler.signals import connect_fetched, connect_settled
+from crawler.signals import connect_fetched, connect_settled, leases_received
 from utils.config.clients import redis_client
 from utils.config.settings import Settings
 from utils.frontier import Frontier, Lease, Settlement, keys
@@ -250,6 +250,7 @@ class DistributedScheduler:
         self._redis_answers(True)
         if popped.denied:
             record_throttle_denials(self.book.spiderid, popped.denied)
+        leases_received(self.crawler, popped.leases)  # the ladder stamps each its domain's level now
         self.leased.extend(popped.leases)
         if popped.leases:
             self._wake_engine()

@@ -18,11 +18,11 @@ from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
 from crawler.blocks import BlockDetector
-from crawler.ladder import LEVEL, DomainPaused, LadderMiddleware, MovedToRender
-from crawler.meta import LEASE
+from crawler.ladder import LADDER_OF, LEVEL, DomainPaused, LadderMiddleware, MovedToRender
+from crawler.meta import LEASE, record_fields
 from crawler.proxies import POOL, ProxyPoolMiddleware
 from crawler.retry import RetryableStatus, RetryPolicy
-from crawler.signals import connect_settled
+from crawler.signals import connect_settled, leases_received
 from utils.cli.main import main
 from utils.config.settings import Settings
 from utils.frontier import Lease, keys
@@ -205,9 +205,44 @@ def test_level_3_moves_the_request_to_the_render_spider_while_render_nodes_repor
         mw.process_request(request)
     moved = scheduler.enqueued[0]
     assert moved.meta["spiderid"] == "render"
+    assert record_fields(moved.meta)[LADDER_OF] == "link"  # stored with it: its pages count on link's ladder
     assert LEASE not in moved.meta
     assert moved.url == request.url
     assert settled == [(f"{2:016x}", "rerouted")]
+
+
+def test_a_leased_request_keeps_the_level_of_its_lease_across_a_step(
+    middleware: tuple[LadderMiddleware, Spider, list[Any], Spy],
+) -> None:
+    mw, _, _, _ = middleware
+    waiting, later = leased(1), leased(2)
+    leases_received(mw.crawler, [waiting.meta[LEASE]])  # what the scheduler sends as a pop hands it leases
+    mw.ladder.set_level("link", "shop.test", 4)  # the domain steps while the lease waits for the engine
+    mw.process_request(waiting)
+    assert waiting.meta[LEVEL] == 0  # fetched as it was leased, not dead-lettered
+    with pytest.raises(DomainPaused):
+        mw.process_request(later)  # leased with no stamp (after the step): the level now
+    assert not mw.stamped
+
+
+def test_clean_rendered_pages_bring_the_moving_spiders_domain_down_from_3(
+    middleware: tuple[LadderMiddleware, Spider, list[Any], Spy], redis_db: redis.Redis,
+) -> None:
+    mw, link, _, _ = middleware
+    mw.ladder.set_level("link", "shop.test", 3)
+    redis_db.zadd(keys.RENDERERS, {"host:1": time.time()})
+    render = Spider("render")
+    render.domain_config = link.domain_config  # type: ignore[attr-defined]
+    mw.crawler.spider = render  # the same middleware on a render node
+    for n in (1, 2):  # LADDER_DOWN_AFTER 2
+        request = leased(n)
+        request.meta[LADDER_OF] = "link"
+        mw.process_request(request)
+        mw.process_response(request, answer(request))
+    state = mw.ladder.state("link", "shop.test")
+    assert state["level"] == 1  # 3 -> the rung below that works here (no proxy pool: not 2)
+    assert state["history"][0]["reason"] == "clean pages"
+    assert mw.ladder.state("render", "shop.test")["level"] == 0  # render's own ladder untouched
 
 
 # --- By hand: `shoal domain`; seen by Prometheus ---------------------------------------------------

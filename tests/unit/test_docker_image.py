@@ -72,7 +72,7 @@ def test_the_install_step_yields_a_working_shoal_outside_the_source_tree(tmp_pat
     copy_context(source)
     assert sorted(p.name for p in source.iterdir()) == sorted(
         ["pyproject.toml", "README.md", "utils", "kafka_monitor", "crawler", "redis_monitor", "rest", "sink",
-         "revisit"]
+         "revisit", "warc"]
     )
     assert not list(source.rglob("__pycache__"))
     data = [p.relative_to(source) for pattern in PACKAGE_DATA for p in source.rglob(pattern) if p.parent != source]

@@ -54,6 +54,12 @@ class Archiver:
         self.files = files
         self.output = output  # closed files go to S3 (WARC_S3_BUCKET), else they stay in the directory
         self._queued = 0  # how many of files.closed were handed to `output`
+        self._upload_stop = threading.Event()
+        self._uploader: threading.Thread | None = None
+        if output is not None:  # its own thread: an upload may outlast the consumer's max poll interval
+            self._uploader = threading.Thread(target=output.run, args=(self._upload_stop,), name="warc-upload",
+                                              daemon=True)  # fmt: skip
+            self._uploader.start()
         self.maker = RecordMaker(files.builder(), LastPayloads(settings.get_int("WARC_DIGEST_CACHE")),
                                  settings.get_list("WARC_DOM_SPIDERS"))  # fmt: skip
         self.poll_ms = settings.get_int("KAFKA_CONSUMER_TIMEOUT")
@@ -112,13 +118,20 @@ class Archiver:
         return len(records)
 
     def upload(self) -> None:
-        """Hand the files closed since the last call to the S3 output and upload what is due."""
+        """Hand the files closed since the last call to the S3 output's upload thread."""
         if self.output is None:
             return
         for path in self.files.closed[self._queued :]:
             self.output.add(path)
         self._queued = len(self.files.closed)
-        self.output.upload_due()
+
+    def finish_uploads(self) -> None:
+        """Stop the upload thread (its upload in hand finished), then try what is left once, here."""
+        if self.output is None or self._uploader is None:
+            return
+        self._upload_stop.set()
+        self._uploader.join()
+        self.output.upload_due()  # a failure keeps the file for the next start
 
     def write(self, records: list[ConsumerRecord]) -> None:
         for record in records:
@@ -160,7 +173,8 @@ class Archiver:
 
     def close(self) -> None:
         self.files.close()
-        self.upload()  # once: a failed upload leaves the file for the next start
+        self.upload()
+        self.finish_uploads()
         self.consumer.close(autocommit=False)
         log.info("WARC writer stopped", extra={"pages": self.pages, "records": self.records, "skipped": self.skipped})
 

@@ -6,13 +6,17 @@ file's) before the local copies are removed, WARC first and index last, so a fil
 both places. A failed upload keeps the files and is tried again WARC_S3_RETRY seconds later, by
 this process or, after a restart, by the next one (it takes up every closed file of its directory).
 Credentials come from WARC_S3_CREDENTIALS_FILE or boto3's own chain (AWS_ACCESS_KEY_ID/
-AWS_SECRET_ACCESS_KEY, ~/.aws); they are handed to boto3 only, never logged.
+AWS_SECRET_ACCESS_KEY, ~/.aws); they are handed to boto3 only, never logged. Uploads run in a thread of
+their own (`run`): the warc loop must poll Kafka at least every KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS
+(10 s), less than a 1 GiB upload may take.
 """
 
 from __future__ import annotations
 
 import configparser
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +29,7 @@ log = logging.getLogger(__name__)
 
 RETRIES = 3  # botocore's attempts per request (standard mode) before an upload counts as failed
 TIMEOUT = 30.0  # seconds: connect and read timeout of each request
+POLL = 1.0  # seconds between two looks of the upload thread at its queue
 
 
 class S3Output:
@@ -39,6 +44,7 @@ class S3Output:
         self.retry_after = retry_after
         self.clock = clock
         self.pending: dict[Path, float] = {}  # closed WARC file -> when (clock) it may be tried
+        self._added: queue.SimpleQueue[Path] = queue.SimpleQueue()  # from the warc loop's thread
         self.uploaded: list[str] = []  # keys of the WARC files this process uploaded, oldest first
         self.failures = 0  # failed attempts since start
 
@@ -65,8 +71,8 @@ class S3Output:
                    settings.get_float("WARC_S3_RETRY"))  # fmt: skip
 
     def add(self, warc: Path) -> None:
-        """Queue a closed WARC file (its `.cdxj` goes with it), due now."""
-        self.pending.setdefault(warc, self.clock())
+        """Queue a closed WARC file (its `.cdxj` goes with it), due now; safe from any thread."""
+        self._added.put(warc)
 
     def add_directory(self, directory: Path) -> None:
         """Queue every closed WARC file of `directory`: left by a failed upload or a killed process."""
@@ -78,6 +84,8 @@ class S3Output:
         """Upload every queued file that is due; the ones done (uploaded, confirmed, removed)."""
         done = []
         now = self.clock()
+        while not self._added.empty():
+            self.pending.setdefault(self._added.get(), now)
         for warc, due in sorted(self.pending.items()):
             if due > now:
                 continue
@@ -87,6 +95,15 @@ class S3Output:
             else:
                 self.pending[warc] = self.clock() + self.retry_after
         return done
+
+    def run(self, stop: threading.Event, interval: float = POLL) -> None:
+        """Upload what is due until `stop` is set (the upload thread); the upload in hand is finished."""
+        while not stop.is_set():
+            try:
+                self.upload_due()
+            except Exception:  # the thread's boundary: an unforeseen error must not end the uploads
+                log.exception("WARC upload round failed")
+            stop.wait(interval)
 
     def key(self, path: Path) -> str:
         return f"{self.prefix}{path.name}"

@@ -16,6 +16,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.support.s3rver import KEY_ID, SECRET, s3rver
+from tests.support.services import wait_until
 from utils.config.settings import Settings
 from utils.services import free_port
 from utils.services.process import LocalService
@@ -133,7 +134,9 @@ def test_refused_credentials_keep_the_file_and_the_secret_is_never_logged(
     assert secret not in caplog.text
     s3.pending.clear()
     s3.add_directory(warc.parent)  # the next start takes it up
+    assert s3.upload_due() == []
     assert list(s3.pending) == [warc]
+    assert s3.failures == 2
 
 
 def test_the_warc_loop_hands_each_file_it_closes_to_the_bucket(server: LocalService, tmp_path: Path) -> None:
@@ -147,6 +150,8 @@ def test_the_warc_loop_hands_each_file_it_closes_to_the_bucket(server: LocalServ
     files.write(archiver.maker.records({"url": "http://127.0.0.1:9/x", "status_code": 200, "body": "x",  # type: ignore[arg-type]
                                         "response_headers": {}, "fetch_time": "2026-11-26T21:00:00"}))  # fmt: skip
     files.rotate_if_due()  # WARC_MAX_AGE 0: closed at once
-    archiver.upload()
+    archiver.upload()  # handed to the upload thread
+    wait_until(lambda: len(s3.uploaded) == 2, 30)
+    archiver.finish_uploads()
     assert sorted(p.name for p in (tmp_path / "warc").iterdir()) == []
     assert s3.uploaded == sorted(s3.prefix + p.name for p in (first, files.closed[0]))

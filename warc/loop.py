@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import ujson
-from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka import KafkaConsumer
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import CommitFailedError, KafkaError
+from kafka.errors import KafkaError
 
 from utils.config.clients import ensure_topics, kafka_consumer, subscribe
+from utils.config.consumer import commit_past, read_to_end
 from utils.config.settings import Settings
 from utils.observability.metrics import mark_loop, observe_batch, set_dependency_up
 from warc.files import Rotation, WarcFiles, recover
@@ -101,7 +102,7 @@ class Archiver:
                 stop.wait(KAFKA_BACKOFF)
         self.close()
 
-    def run_once(self) -> int:
+    def run_once(self, stop: threading.Event | None = None) -> int:
         """One batch: poll, write, sync, commit; then rotate if the file is due. The messages handled."""
         mark_loop()
         batch = self.consumer.poll(timeout_ms=self.poll_ms, max_records=self.batch_size)
@@ -155,21 +156,11 @@ class Archiver:
 
     def commit(self, records: list[ConsumerRecord]) -> bool:
         """Commit past `records`; False on a rebalance (the new owner replays: whole duplicate records)."""
-        offsets = {TopicPartition(r.topic, r.partition): OffsetAndMetadata(r.offset + 1, "", -1) for r in records}
-        try:
-            self.consumer.commit(offsets)
-        except (CommitFailedError, KafkaError) as exc:
-            log.warning("Offsets not committed; the batch will be replayed", extra={"error": repr(exc)})
-            return False
-        return True
+        return commit_past(self.consumer, records)
 
     def caught_up(self) -> bool:
         """Whether every assigned partition is read to its end (for --burst)."""
-        assigned = self.consumer.assignment()
-        if not assigned:
-            return False
-        ends = self.consumer.end_offsets(list(assigned))
-        return all(self.consumer.position(tp) >= end for tp, end in ends.items())
+        return read_to_end(self.consumer)
 
     def close(self) -> None:
         self.files.close()

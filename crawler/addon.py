@@ -45,6 +45,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     },
     "SPIDER_MIDDLEWARES": {
         "crawler.spider_output.ItemLedgerMiddleware": 5,  # outermost: sees what reaches the scraper
+        "crawler.items_vanished.ItemsVanishedMiddleware": 8,  # a user spider's items gone (issue 33)
         "scrapy.spidermiddlewares.depth.DepthMiddleware": None,  # curdepth/maxdepth instead
         "crawler.middlewares.MetaPassthroughMiddleware": 100,
         "crawler.spider_output.FollowPolicyMiddleware": 110,  # before the passthrough fills depth in

@@ -32,7 +32,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.utils.misc import load_object
 
-from crawler.blocks import Detector
+from crawler.blocks import Detection, Detector
 from crawler.meta import LEASE
 from crawler.retry import RetryableStatus
 from crawler.signals import connect_leased, lease_settled
@@ -49,6 +49,14 @@ log = logging.getLogger(__name__)
 LEVEL = "shoal_ladder_level"  # request meta: the level the request is fetched at
 LADDER_OF = "ladder_of"  # request meta (stored, crawler/meta.py OWN): the spider whose ladder it counts on
 SLOWER, PROXIED, RENDERED, PAUSED = 1, 2, 3, 4
+
+
+_ATTRIBUTE = "_shoal_ladder"
+
+
+def ladder_of(crawler: Any) -> LadderMiddleware | None:
+    """The crawler's ladder middleware, None when block detection is off."""
+    return getattr(crawler, _ATTRIBUTE, None)
 
 
 class DomainPaused(IgnoreRequest):
@@ -78,6 +86,7 @@ class LadderMiddleware:
         self.renderers: tuple[float, bool] = (0.0, False)
         self.stamped: dict[str, int] = {}  # request id -> its domain's level when it was leased
         connect_leased(crawler, self.stamp)
+        setattr(crawler, _ATTRIBUTE, self)  # found by crawler/items_vanished.py
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LadderMiddleware:
@@ -112,18 +121,24 @@ class LadderMiddleware:
         level, owner = int(request.meta.get(LEVEL, 0)), request.meta.get(LADDER_OF)
         counted_here = not owner or owner == spider.name
         if found is not None:
-            record_block(spider.name, found.reason)
-            log.warning("Block detected", extra={"spiderid": spider.name, "domain": lease.domain, "url": response.url,
-                                                 "reason": found.reason, "detail": found.detail, "level": level})
-            if not counted_here:  # rendered for another spider's ladder: a block there climbs it (to 4)
-                self.step(spider, lease.domain, self.ladder.detect, found.reason, owner)
-            elif level >= self.cache.get(lease.domain, (0.0, 0))[1]:  # a try stamped below: already answered
-                self.step(spider, lease.domain, self.ladder.detect, found.reason)
+            self.count_block(spider, lease.domain, request.meta, response.url, found)
             if self.retried(request, response):
                 raise RetryableStatus(response)
         elif not counted_here or level > 0 or self.cache.get(lease.domain, (0.0, 0))[1] > 0:
             self.step(spider, lease.domain, self.clean, "clean", owner if not counted_here else None)
         return response
+
+    def count_block(self, spider: Spider, domain: str, meta: dict[str, Any], url: str, found: Detection) -> None:
+        """A detection on a response of a leased request (`meta`: its request's), here or by
+        crawler/items_vanished.py: counted, logged, and a step up unless its try was stamped below."""
+        level, owner = int(meta.get(LEVEL, 0)), meta.get(LADDER_OF)
+        record_block(spider.name, found.reason)
+        log.warning("Block detected", extra={"spiderid": spider.name, "domain": domain, "url": url,
+                                             "reason": found.reason, "detail": found.detail, "level": level})
+        if owner and owner != spider.name:  # rendered for another spider's ladder: a block there climbs it (to 4)
+            self.step(spider, domain, self.ladder.detect, found.reason, owner)
+        elif level >= self.cache.get(domain, (0.0, 0))[1]:  # a try stamped below: already answered
+            self.step(spider, domain, self.ladder.detect, found.reason)
 
     def clean(self, spiderid: str, domain: str, reason: str, by: str, rules: LadderRules) -> Step:
         return self.ladder.clean(spiderid, domain, 1, by, rules)
@@ -202,7 +217,11 @@ class LadderMiddleware:
     def slow_down(self, domain: str, level: int) -> None:
         """LADDER_SLOW_DELAY between two hits of the domain, cluster-wide, at levels 1-3; lifted at 0 and
         at 4 (paused: its requests are dead-lettered as they come, nothing is fetched)."""
-        scheduler = getattr(getattr(self.crawler.engine, "_slot", None), "scheduler", None)
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # Scrapy 2.13 raises before the crawl starts: no scheduler, no throttle yet
+            return
+        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
         if scheduler is None or not hasattr(scheduler, "throttle"):
             return
         delay = self.slow_delay if 0 < level < PAUSED else 0.0

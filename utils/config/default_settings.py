@@ -235,6 +235,7 @@ BLOCK_STATUSES = [403, 429, 503]  # HTTP statuses; a response with one is a bloc
 BLOCK_MARKERS: list[str] = []  # list of RE2 regexes; a body matching one is a block (a domain adds more in ZooKeeper)
 BLOCK_SMALL_RATIO = 0.0  # fraction; a 200 page smaller than this share of its domain's usual size is a block; 0 = off
 BLOCK_LINKS_VANISHED = False  # bool; an HTML page without links where the domain's pages have some is a block
+BLOCK_ITEMS_VANISHED = False  # bool; a user spider's page without items where that callback's pages had some is a block
 BLOCK_MIN_SAMPLES = 5  # pages; clean pages of a domain seen before its usual size and link count are trusted
 LADDER_ENABLED = True  # bool; detections move a domain up its ladder (off: detected and counted only)
 LADDER_LEVELS = [0, 1, 2, 3, 4]  # list of levels in use: 0 configured, 1 slower, 2 proxied, 3 rendered, 4 paused

@@ -21,7 +21,9 @@ from tests.support.kafka import TopicReader, produce
 from tests.support.services import wait_until
 from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
+from utils.demosite.pushback import Pushback, PushbackSite
 from utils.frontier import keys, throttle_state
+from utils.frontier.ladder import Ladder
 from utils.proxies import keys as proxy_keys
 from utils.proxies.pool import ProxyPool
 from utils.services import free_port
@@ -219,3 +221,31 @@ def test_domain_waits_while_every_proxy_is_quarantined_and_resumes(cluster_facto
     assert all(page["success"] and page["attempt"] == 0 for page in pages)
     assert len(good.fetched()) == hits
     assert PASSWORD not in all_output(cluster, pages, client)
+
+
+def test_a_pushing_host_steps_to_level_2_and_is_then_fetched_through_the_pool(cluster_factory, proxies, reader) -> None:
+    """Issue 33's level 2 in a crawl: a host answering 429 past 4 requests in 2 s is fetched direct
+    (LADDER_PROXY_ONLY) until two detections step it to 2 (LADDER_LEVELS [0, 2]); from then on every
+    page of it reaches the site through the pool's tinyproxy, slower, and the crawl ends whole."""
+    good, host = proxies("good", free_port()), "127.0.0.94"
+    cluster = cluster_factory(
+        PROXY_LIST=f"http://{USER}:{PASSWORD}@127.0.0.1:{good.port}", LADDER_PROXY_ONLY=True, LADDER_LEVELS="[0, 2]",
+        LADDER_UP_AFTER=2, LADDER_DOWN_AFTER=1000, LADDER_SLOW_DELAY=0.7, LADDER_REFRESH=0.2, ROBOTSTXT_OBEY=False,
+        QUEUE_HITS=1000, QUEUE_WINDOW=1, QUEUE_MODERATED=False, RETRY_TIMES=30, RETRY_BACKOFF_BASE=0.2,
+        RETRY_BACKOFF_MAX=1.0, RETRY_HTTP_CODES="[429]",
+    )  # fmt: skip
+    with PushbackSite({host: Pushback(rate_limit=4, rate_window=2.0, retry_after=1)}, free_port(), pages=8) as site:
+        firehose = reader(cluster, "crawled_firehose")
+        crawl(cluster, site.seeds(), "px3")
+        firehose.wait_for(lambda got: site.urls(host) <= {p["url"] for p in got if p.get("status_code") == 200},
+                          timeout=90, message="every page")  # fmt: skip
+        hits = list(site.log[host])
+    history = Ladder(redis_client(cluster.settings, decode=True), 10, 600).state("link", host)["history"]
+    assert [(s["from"], s["to"], s["reason"]) for s in history] == [(0, 2, "status_429")]
+    stepped = history[0]["at"] + 1.0  # requests leased before the step finish at level 0 (direct)
+    later = {f"http://{host}:{site.port}{hit.path}" for hit in hits if hit.at > stepped}
+    proxied = set(good.fetched())
+    assert later, "nothing was fetched after the step"
+    assert later <= proxied  # each page asked for after the step came through the proxy
+    assert any(hit.status == 429 for hit in hits if hit.at <= stepped)
+    print(f"\nlevel 2: {len(hits)} hits, {len(later)} pages after the step, {len(proxied)} through the proxy")

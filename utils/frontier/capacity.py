@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 from utils.config.settings import Settings
 from utils.frontier import keys
 from utils.frontier.shards import Shards, spider_shards
+from utils.observability.metrics.cached import CachedReading
 from utils.observability.metrics.registry import LABELS, REGISTRY
 from utils.observability.stats import live_processes, stat_bases
 
@@ -205,23 +206,18 @@ class CapacityCollector(Collector):
     ) -> None:  # fmt: skip
         self.client = client
         self.policy = policy
-        self.cache_seconds = cache_seconds
         self.shards = shards
-        self.clock = clock
-        self._cached: tuple[float, dict[str, SpiderCapacity] | None] | None = None
-        self._lock = threading.Lock()
+        self._reading = CachedReading(self._read, cache_seconds, clock)
 
     def reading(self) -> dict[str, SpiderCapacity] | None:
-        with self._lock:
-            now = self.clock()
-            if self._cached is not None and now - self._cached[0] < self.cache_seconds:
-                return self._cached[1]
-            try:
-                fresh: dict[str, SpiderCapacity] | None = read_capacity(self.client, self.policy, self.shards)
-            except RedisError:
-                fresh = None
-            self._cached = (now, fresh)
-            return fresh
+        """The cached reading if fresh, else a new one; None when Redis failed."""
+        return self._reading.get()
+
+    def _read(self) -> dict[str, SpiderCapacity] | None:
+        try:
+            return read_capacity(self.client, self.policy, self.shards)
+        except RedisError:
+            return None
 
     def describe(self) -> Iterator[Metric]:
         yield from _families().values()

@@ -25,6 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 from utils.config.settings import Settings
 from utils.frontier import keys
 from utils.frontier.shards import Shards, spider_shards
+from utils.observability.metrics.cached import CachedReading
 from utils.observability.metrics.registry import LABELS, REGISTRY
 
 if TYPE_CHECKING:  # utils.config.clients loads kafka-python (~100 ms); `shoal status` imports this package
@@ -165,10 +166,7 @@ class FrontierCollector(Collector):
         self.client = client
         self.top_n = top_n
         self.scan_limit = scan_limit
-        self.cache_seconds = cache_seconds
-        self.clock = clock
-        self._cached: tuple[float, FrontierReading | None] | None = None
-        self._lock = threading.Lock()
+        self._reading = CachedReading(self._read, cache_seconds, clock)
 
     @classmethod
     def from_settings(cls, settings: Settings, client: RedisClient | None = None) -> FrontierCollector:
@@ -183,17 +181,14 @@ class FrontierCollector(Collector):
 
     def reading(self) -> FrontierReading | None:
         """The cached reading if fresh, else a new one; None when Redis failed."""
-        with self._lock:
-            now = self.clock()
-            if self._cached is not None and now - self._cached[0] < self.cache_seconds:
-                return self._cached[1]
-            try:
-                fresh: FrontierReading | None = read_frontier(self.client, self.top_n, self.scan_limit)
-            except RedisError as exc:
-                log.warning("Frontier reading failed", extra={"error": str(exc)})
-                fresh = None
-            self._cached = (now, fresh)
-            return fresh
+        return self._reading.get()
+
+    def _read(self) -> FrontierReading | None:
+        try:
+            return read_frontier(self.client, self.top_n, self.scan_limit)
+        except RedisError as exc:
+            log.warning("Frontier reading failed", extra={"error": str(exc)})
+            return None
 
     def describe(self) -> Iterator[Metric]:
         yield from _families().values()

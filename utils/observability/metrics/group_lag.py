@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from utils.config.settings import Settings
+from utils.observability.metrics.cached import CachedReading
 from utils.observability.metrics.registry import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -75,11 +76,8 @@ class GroupLagCollector(Collector):
         self.connect = connect  # -> (admin client, group-less consumer), made at the first reading
         self.per_consumer = per_consumer
         self.minimum = minimum
-        self.cache_seconds = cache_seconds
-        self.clock = clock
         self._clients: tuple[Any, Any] | None = None
-        self._cached: tuple[float, dict[str, GroupLag]] | None = None
-        self._lock = threading.Lock()
+        self._reading = CachedReading(self._read, cache_seconds, clock)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GroupLagCollector:
@@ -97,21 +95,20 @@ class GroupLagCollector(Collector):
         )  # fmt: skip
 
     def reading(self) -> dict[str, GroupLag]:
-        with self._lock:
-            now = self.clock()
-            if self._cached is not None and now - self._cached[0] < self.cache_seconds:
-                return self._cached[1]
-            found: dict[str, GroupLag] = {}
-            try:
-                if self._clients is None:
-                    self._clients = self.connect()
-                admin, consumer = self._clients
-                for component, (group, topics) in self.groups.items():
-                    found[component] = read_group_lag(admin, consumer, group, topics, self.per_consumer, self.minimum)
-            except Exception as exc:  # a broker away: no figures this time, the scrape goes on
-                log.warning("Consumer group lag reading failed", extra={"error": str(exc)})
-            self._cached = (now, found)
-            return found
+        """The cached reading if fresh, else a new one; a component whose reading failed is left out."""
+        return self._reading.get()
+
+    def _read(self) -> dict[str, GroupLag]:
+        found: dict[str, GroupLag] = {}
+        try:
+            if self._clients is None:
+                self._clients = self.connect()
+            admin, consumer = self._clients
+            for component, (group, topics) in self.groups.items():
+                found[component] = read_group_lag(admin, consumer, group, topics, self.per_consumer, self.minimum)
+        except Exception as exc:  # a broker away: no figures this time, the scrape goes on
+            log.warning("Consumer group lag reading failed", extra={"error": str(exc)})
+        return found
 
     def describe(self) -> Iterator[Metric]:
         yield from _families().values()

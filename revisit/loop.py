@@ -19,7 +19,7 @@ from kafka.errors import KafkaError
 from revisit.claims import Connection, Due, claim, release
 from revisit.requests import crawl_request
 from utils.config.clients import kafka_producer
-from utils.config.postgres import postgres_conninfo, postgres_target
+from utils.config.postgres import close_quietly, postgres_conninfo, postgres_target
 from utils.config.settings import Settings
 from utils.freshness import state
 from utils.observability.metrics import mark_loop, record_produced, set_dependency_up
@@ -109,12 +109,8 @@ class Revisit:
             return [state.summary(connection, self.schema, a, c) for a, c in state.crawls(connection, self.schema)]
 
     def close_connection(self) -> None:
-        if self.connection is not None:
-            try:
-                self.connection.close()
-            except psycopg.Error:
-                pass
-            self.connection = None
+        close_quietly(self.connection)
+        self.connection = None
 
     def close(self) -> None:
         self.producer.flush(timeout=10)

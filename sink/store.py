@@ -19,6 +19,7 @@ from psycopg import sql
 from sink import revisits
 from sink.messages import ITEM_COLUMNS, LOG_COLUMNS, PAGE_COLUMNS, Rows
 from sink.schema import Tables, migrate
+from utils.config.postgres import close_quietly
 
 log = logging.getLogger(__name__)
 
@@ -156,12 +157,8 @@ class Store:
         return written
 
     def close(self) -> None:
-        if self.connection is not None:
-            try:
-                self.connection.close()
-            except psycopg.Error:
-                pass
-            self.connection = None
+        close_quietly(self.connection)
+        self.connection = None
 
 
 def _stage_and_run(

@@ -73,3 +73,14 @@ def postgres_connect(settings: Settings, autocommit: bool = False) -> psycopg.Co
     if not autocommit:
         connection.commit()
     return connection
+
+
+def close_quietly(connection: psycopg.Connection[Any] | None) -> None:
+    """Close `connection` if there is one; a connection that is already broken may fail to close, which
+    changes nothing for a caller about to drop it."""
+    if connection is None:
+        return
+    try:
+        connection.close()
+    except psycopg.Error:
+        pass

@@ -53,7 +53,8 @@ def build(gw: Gateway) -> dict[str, Any]:
         "dead_letters": recent_dead_letters(gw.redis, crawls[:DEAD_LETTER_CRAWLS]),
         "proxies": ProxyPool.from_settings(gw.settings, gw.redis).state(now),  # [] without PROXY_LIST
         "renderers": renderers(gw.redis, now, gw.settings.get_int("HEARTBEAT_TIMEOUT")),
-        "pushback": pushback.build(gw.redis, queues["spiders"], gw.settings.get_int("HEARTBEAT_TIMEOUT")),  # issue 33
+        "pushback": pushback.build(gw.redis, queues["spiders"], gw.settings.get_int("HEARTBEAT_TIMEOUT"),
+                                   gw.settings.get_int("STATS_BUCKET")),  # issue 33
     }
 
 

@@ -1,9 +1,12 @@
 """The dashboard's "Sites pushing back" card (issue 33): domains above level 0 of their ladder, and
 the alert conditions of docker/prometheus/alerts.yml that Redis alone can tell, firing now.
 
-Prometheus holds the rates and `for:` windows; here each condition is read as it stands, so an
-operator without Prometheus still sees a paused domain, a spider with work and no crawler, or a
-Redis near its `maxmemory`. Bounded: at most DOMAINS_SHOWN domains per spider are read.
+Prometheus holds the `for:` windows; here each condition is read as it stands, so an operator
+without Prometheus still sees a paused domain, a spider with work and no crawler, a spider with work
+that crawled nothing for 15 minutes (from the crawlers' time-bucketed response counters in Redis),
+or a Redis near its `maxmemory`. The dead-letter rate and the Kafka lags are not in Redis (each
+process holds them on its own /metrics endpoint): they are Prometheus's only.
+Bounded: at most DOMAINS_SHOWN domains per spider are read.
 """
 
 from __future__ import annotations
@@ -14,16 +17,21 @@ from utils.config.clients import RedisClient
 from utils.frontier import keys
 from utils.frontier.ladder import Ladder
 from utils.observability import stats
+from utils.observability.stats import StatsConfig
 
 DOMAINS_SHOWN = 20  # per spider, highest levels first
 MEMORY_SHARE = 0.9  # ShoalRedisMemoryNearLimit's threshold
+NO_PROGRESS_WINDOW = 900  # seconds; ShoalCrawlNoProgress's increase(shoal_pages_total[15m])
+CRAWLER_STATS = "stats:crawler:"  # `stats:crawler:<host>:<spiderid>:<status>` (crawler/stats.py)
 
 
-def build(redis: RedisClient, queued_spiders: list[dict[str, Any]], heartbeat_ttl: int) -> dict[str, Any]:
+def build(redis: RedisClient, queued_spiders: list[dict[str, Any]], heartbeat_ttl: int,
+          stats_bucket: int) -> dict[str, Any]:  # fmt: skip
     domains = ladder_domains(redis)
     conditions = [{"alert": "ShoalDomainPaused", "spiderid": d["spiderid"], "detail": f"{d['domain']} is paused"}
                   for d in domains if d["level"] >= 4]  # fmt: skip
     conditions += no_live_spider(redis, queued_spiders, heartbeat_ttl)
+    conditions += no_progress(redis, queued_spiders, stats_bucket)
     conditions += redis_memory(redis)
     return {"domains": domains, "conditions": conditions}
 
@@ -47,6 +55,26 @@ def no_live_spider(redis: RedisClient, queued_spiders: list[dict[str, Any]], ttl
     return [{"alert": "ShoalNoLiveSpider", "spiderid": s["spiderid"],
              "detail": f"{s['domains']} domain(s) with queued work, no live crawler"}
             for s in queued_spiders if s["domains"] and s["spiderid"] not in live]  # fmt: skip
+
+
+def no_progress(redis: RedisClient, queued_spiders: list[dict[str, Any]], bucket: int) -> list[dict[str, Any]]:
+    """ShoalCrawlNoProgress: a spider with queued domains whose crawlers counted responses before
+    (a lifetime) but none within NO_PROGRESS_WINDOW. A spider that never crawled is left out: its
+    first pages may be on their way (and with no crawler alive, ShoalNoLiveSpider says so)."""
+    waiting = {s["spiderid"] for s in queued_spiders if s["domains"]}
+    if not waiting:
+        return []
+    config = StatsConfig([NO_PROGRESS_WINDOW], bucket, 0)
+    seen: dict[str, tuple[int, int]] = {}  # spiderid -> (responses in the window, lifetime)
+    for base in stats.stat_bases(redis, CRAWLER_STATS):
+        spiderid = base.rsplit(":", 2)[-2]
+        if spiderid in waiting:
+            counts = stats.read_counter(redis, base, config)
+            recent, lifetime = seen.get(spiderid, (0, 0))
+            seen[spiderid] = (recent + counts.get(str(NO_PROGRESS_WINDOW), 0), lifetime + counts.get("lifetime", 0))
+    return [{"alert": "ShoalCrawlNoProgress", "spiderid": spiderid,
+             "detail": f"queued work, no page crawled in {NO_PROGRESS_WINDOW // 60} minutes"}
+            for spiderid, (recent, lifetime) in sorted(seen.items()) if lifetime and not recent]  # fmt: skip
 
 
 def redis_memory(redis: RedisClient) -> list[dict[str, Any]]:

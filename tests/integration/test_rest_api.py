@@ -31,6 +31,7 @@ from tests.support.services import wait_until
 from utils.frontier import dead_letters, keys
 from utils.frontier.ladder import Ladder
 from utils.observability import stats
+from utils.observability.stats import StatsCollector, StatsConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -353,6 +354,37 @@ def test_the_dashboard_shows_sites_pushing_back_and_the_conditions_firing(http: 
         assert not {("ShoalDomainPaused", spider), ("ShoalNoLiveSpider", spider)} & firing
     finally:
         r.srem(keys.SPIDERS, spider)
+
+
+def test_the_dashboard_shows_a_spider_with_work_that_crawled_nothing_for_15_minutes(
+    http: httpx.Client, r: redis.Redis,
+) -> None:
+    """Issue 33: ShoalCrawlNoProgress from the crawlers' response counters in Redis (crawler/stats.py)."""
+    spider = f"s{uuid.uuid4().hex[:8]}"
+    base = f"stats:crawler:host-9:{spider}:200"
+    r.sadd(keys.SPIDERS, spider)
+    try:
+        r.zadd(keys.heads(spider), {"example.net": -1})
+        r.zadd(keys.queue(spider, "example.net"), {"0000000000000001a": -1})
+
+        def firing() -> set[tuple[str, str]]:
+            shown = success_data(http.get("/dashboard/data"))["pushback"]
+            return {(c["alert"], c["spiderid"]) for c in shown["conditions"]}
+
+        assert ("ShoalCrawlNoProgress", spider) not in firing()  # never crawled: its first pages may be coming
+        config = StatsConfig([900], 60, 600)
+        earlier = StatsCollector(r, config, clock=lambda: time.time() - 1200)  # 20 minutes ago
+        earlier.incr(base, 5)
+        earlier.flush()
+        assert ("ShoalCrawlNoProgress", spider) in firing()
+        now = StatsCollector(r, config)
+        now.incr(base)
+        now.flush()
+        assert ("ShoalCrawlNoProgress", spider) not in firing()
+    finally:
+        r.srem(keys.SPIDERS, spider)
+        r.delete(keys.heads(spider), keys.queue(spider, "example.net"), f"{base}:buckets", f"{base}:lifetime")
+        r.zrem(stats.INDEX, base)
 
 
 def test_the_openapi_document_and_docs_page(http: httpx.Client) -> None:

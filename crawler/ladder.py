@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 LEVEL = "shoal_ladder_level"  # request meta: the level the request is fetched at
 LADDER_OF = "ladder_of"  # request meta (stored, crawler/meta.py OWN): the spider whose ladder it counts on
 SLOWER, PROXIED, RENDERED, PAUSED = 1, 2, 3, 4
+STAMPS_KEPT = 10_000  # levels stamped at lease time, kept until their request reaches the downloader
 
 
 _ATTRIBUTE = "_shoal_ladder"
@@ -149,8 +150,15 @@ class LadderMiddleware:
         spider = self.crawler.spider
         if spider is None or not self.enabled:
             return
+        now = time.monotonic()
+        stale = sorted({lease.domain for lease in leases
+                        if now - self.cache.get(lease.domain, (-self.refresh, 0))[0] >= self.refresh})  # fmt: skip
+        if stale:
+            self.read_levels(spider, stale)  # one round trip for the pop
         for lease in leases:
             self.stamped[lease.request_id] = self.level(spider, lease.domain)
+        while len(self.stamped) > STAMPS_KEPT:  # leases never fetched (expired, returned): the oldest go
+            del self.stamped[next(iter(self.stamped))]
 
     def retried(self, request: Request, response: Response) -> bool:
         """A block is tried again through Redis, at the domain's level by then: a 200 (CAPTCHA, shell)
@@ -165,18 +173,26 @@ class LadderMiddleware:
         blocks = self.domain_blocks(spider, domain)
         if blocks is not None and blocks.pinned is not None:
             return blocks.pinned
-        now = time.monotonic()
         read_at, level = self.cache.get(domain, (-self.refresh, 0))
-        if now - read_at >= self.refresh:
-            before = level
-            try:
-                level = self.ladder.levels(spider.name, [domain])[domain]
-            except RedisError as exc:  # keep the last view; Redis decides again at the next read
-                log.warning("Could not read a domain's ladder level", extra={"domain": domain, "error": str(exc)})
-            self.cache[domain] = (now, level)
-            if (0 < before < PAUSED) != (0 < level < PAUSED):  # set by hand (`shoal domain`) or another crawler
-                self.slow_down(domain, level)
+        if time.monotonic() - read_at >= self.refresh:
+            self.read_levels(spider, [domain])
+            level = self.cache[domain][1]
         return level
+
+    def read_levels(self, spider: Spider, domains: list[str]) -> None:
+        """Redis' levels of `domains` into the cache, in one round trip; a level changed elsewhere (by
+        hand, `shoal domain`, or another crawler) changes the domain's throttle here too."""
+        last = {domain: self.cache.get(domain, (0.0, 0))[1] for domain in domains}
+        try:
+            levels = self.ladder.levels(spider.name, domains)
+        except RedisError as exc:  # keep the last view; Redis decides again at the next read
+            log.warning("Could not read ladder levels", extra={"domains": domains[:10], "error": str(exc)})
+            levels = last
+        now = time.monotonic()
+        for domain, level in levels.items():
+            self.cache[domain] = (now, level)
+            if (0 < last[domain] < PAUSED) != (0 < level < PAUSED):
+                self.slow_down(domain, level)
 
     def step(self, spider: Spider, domain: str, event: Any, reason: str, owner: str | None = None) -> None:
         """One event on the domain's ladder (of `owner`, a spider that moved it here, else this

@@ -7,8 +7,9 @@ when it comes back to 0), and a 429/503's Retry-After holds it back as for any r
 proxy pool takes the request (with LADDER_PROXY_ONLY, only from there). Level 3: the request moves
 to the render spider's queue while render nodes report. Level 4: each request is dead-lettered.
 A domain steps over 2 without a proxy pool (PROXY_LIST) and over 3 while no render node reports.
-A request moved to the render spider carries `ladder_of` (its spider): what its page shows, clean or
-a block, counts on that spider's ladder, so a domain at 3 comes down after M clean rendered pages.
+A request moved to the render spider carries `ladder_of` (its spider), and so do the requests found
+on its pages: what their pages show, clean or a block, counts on that spider's ladder, so a domain
+at 3 comes down after M clean rendered pages.
 
 A response the detector calls a block counts against the domain (unless its try was stamped below the
 domain's level: that step was already taken) and is retried through Redis, so it is fetched again at
@@ -47,7 +48,7 @@ from utils.proxies.pool import parse_proxy_list
 log = logging.getLogger(__name__)
 
 LEVEL = "shoal_ladder_level"  # request meta: the level the request is fetched at
-LADDER_OF = "ladder_of"  # request meta (stored, crawler/meta.py OWN): the spider whose ladder it counts on
+LADDER_OF = "ladder_of"  # request meta (inherited, crawler/meta.py): the spider whose ladder it counts on
 SLOWER, PROXIED, RENDERED, PAUSED = 1, 2, 3, 4
 STAMPS_KEPT = 10_000  # levels stamped at lease time, kept until their request reaches the downloader
 
@@ -200,7 +201,7 @@ class LadderMiddleware:
         if not self.enabled:
             return
         blocks = self.domain_blocks(spider, domain)
-        rules = self.usable(blocks.rules if blocks is not None and blocks.rules is not None else self.rules)
+        rules = self.usable(blocks.rules_over(self.rules) if blocks is not None else self.rules)
         try:
             step: Step = event(owner or spider.name, domain, reason, self.by, rules)
         except RedisError as exc:

@@ -46,11 +46,11 @@ INHERITED = (
     "curdepth",
     "revisit",  # issue 31: every page of a revisited crawl is revisited
     "sitemaps",  # issue 31: a page of the crawl that is a sitemap is read as one (crawler/sitemap_follow.py)
+    "ladder_of",  # issue 33: a request moved to the render spider and its children count on that spider's ladder
 )
 # Stored when the request itself sets them: the wandering spider's step; a sitemap poll's conditional
-# headers and a listed page's revisit_hint (seconds, from changefreq; crawler/sitemap_follow.py);
-# ladder_of: the spider whose ladder a request moved to the render spider counts on (issue 33).
-OWN = ("step", "headers", "revisit_hint", "ladder_of")
+# headers and a listed page's revisit_hint (seconds, from changefreq; crawler/sitemap_follow.py).
+OWN = ("step", "headers", "revisit_hint")
 
 
 def passthrough(meta: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ with 403 for 1.5 s after a burst (ladder [0, 1] from the settings): each is craw
 to slower (1) and back down, every step in its history, and while it is slower no two of its
 fetches come closer than LADDER_SLOW_DELAY (server-side arrival times). A host serving a CAPTCHA to
 clients without a browser (its marker and its ladder [0, 3] from ZooKeeper): it steps to the render
-nodes (3) and every page is fetched in Chromium, none other without a browser.
+nodes (3), every page is fetched in Chromium, none other without a browser, and the clean rendered
+pages count on the link spider's ladder: it steps back down to 0 after LADDER_DOWN_AFTER of them.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def test_pushing_hosts_are_crawled_whole_each_through_its_level_and_back(
         print(f"\n{ip}: {len(log[ip])} hits, steps {steps}, {len(gaps)} gaps at level 1, min {min(gaps):.3f} s")
 
     history = ladder.state("link", CAPTCHA)["history"]
-    assert [(s["from"], s["to"], s["reason"]) for s in history] == [(0, 3, "marker")]
+    assert [(s["from"], s["to"], s["reason"]) for s in history] == [(3, 0, "clean pages"), (0, 3, "marker")]
     plain = [hit for hit in log[CAPTCHA] if not hit.browser]
     assert len(plain) >= 2  # the CAPTCHA pages that moved it
     assert all(hit.path == "/" for hit in plain)  # nothing else was fetched without a browser

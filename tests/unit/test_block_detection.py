@@ -74,6 +74,15 @@ def test_ladder_rules_skip_rungs_the_domain_does_not_use() -> None:
     assert [rules.up(0), rules.up(1), rules.up(4), rules.down(4), rules.down(1), rules.down(0)] == [1, 4, 4, 1, 0, 0]
 
 
+def test_a_domains_ladder_takes_what_its_entry_does_not_set_from_the_settings() -> None:
+    config = DomainConfig.parse("domains: {shop.test: {blocks: {levels: [0, 3], up_after: 2}}}")
+    blocks = config.domain_blocks("shop.test")
+    settings = LadderRules((0, 1, 2, 3, 4), up_after=5, window=30.0, down_after=4)  # LADDER_* as set
+    assert blocks.rules_over(settings) == LadderRules((0, 3), up_after=2, window=30.0, down_after=4)
+    markers_only = DomainConfig.parse("domains: {shop.test: {blocks: {markers: [x]}}}").domain_blocks("shop.test")
+    assert markers_only.rules_over(settings) == settings
+
+
 @pytest.mark.parametrize(("blocks", "refused"), [
     ("{markers: ['(?<=x)y']}", "markers"),  # lookbehind: RE2 refuses it
     ("{markers: ['(unclosed']}", "markers"),

@@ -15,7 +15,7 @@ Anything RE2 refuses, a level that does not exist or a negative threshold refuse
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from utils.config.safe_regex import InvalidRegex, check_regexes
@@ -48,6 +48,13 @@ class DomainBlocks:
     markers: tuple[str, ...] = ()
     rules: LadderRules | None = None  # None: the LADDER_* settings
     pinned: int | None = None  # a level set by hand in ZooKeeper
+    set_fields: frozenset[str] = frozenset()  # the fields of `rules` the entry sets
+
+    def rules_over(self, base: LadderRules) -> LadderRules:
+        """The domain's ladder: the fields its entry sets, every other from `base` (LADDER_* settings)."""
+        if self.rules is None:
+            return base
+        return replace(base, **{name: getattr(self.rules, name) for name in self.set_fields})
 
 
 def parse_blocks(domain: str, entry: Any) -> DomainBlocks:
@@ -72,7 +79,8 @@ def parse_blocks(domain: str, entry: Any) -> DomainBlocks:
     pinned = entry.get("level")
     if pinned is not None:
         pinned = level_of(pinned, f"{domain}.blocks.level")
-    return DomainBlocks(tuple(markers), rules, pinned)
+    fields = frozenset(map(str, entry)) & {"levels", "up_after", "window", "down_after"}
+    return DomainBlocks(tuple(markers), rules, pinned, fields)
 
 
 def rules_from(entry: dict[str, Any], base: LadderRules, where: str) -> LadderRules:

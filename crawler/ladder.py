@@ -93,9 +93,11 @@ class LadderMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LadderMiddleware:
         settings: Settings = crawler.settings["SHOAL"]
-        if not settings.get_list("BLOCK_STATUSES") and not settings.get_list("BLOCK_MARKERS") \
-                and not settings.get_float("BLOCK_SMALL_RATIO") and not settings.get_bool("LADDER_ENABLED"):
-            raise NotConfigured("block detection is off")  # fmt: skip
+        signs = (settings.get_list("BLOCK_STATUSES"), settings.get_list("BLOCK_MARKERS"),
+                 settings.get_float("BLOCK_SMALL_RATIO"), settings.get_bool("BLOCK_LINKS_VANISHED"),
+                 settings.get_bool("BLOCK_ITEMS_VANISHED"), settings.get_bool("LADDER_ENABLED"))  # fmt: skip
+        if not any(signs):
+            raise NotConfigured("block detection is off")
         detector = load_object(settings.get_str("BLOCK_DETECTOR")).from_settings(settings)
         ladder = Ladder.from_settings(settings, redis_client(settings, decode=True))
         return cls(crawler, settings, ladder, detector)

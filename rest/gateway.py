@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from rest.alerting import Alerts, KafkaFigures
 from rest.health import Health, Housekeeper
 from rest.outbound import Outbound
 from rest.pages import PageHub
@@ -24,6 +25,8 @@ class Gateway:
     health: Health
     sampler: Sampler
     housekeeper: Housekeeper
+    alerts: Alerts  # the dashboard's alert conditions, held since when (issue 33)
+    alert_figures: KafkaFigures
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gateway:
@@ -47,7 +50,8 @@ class Gateway:
                 (settings.get_float("REST_SAMPLE_INTERVAL"), sample),
             ]
         )
-        return cls(settings, redis, outbound, PageHub(settings), health, sampler, housekeeper)
+        alerts, figures = Alerts.from_settings(settings)
+        return cls(settings, redis, outbound, PageHub(settings), health, sampler, housekeeper, alerts, figures)
 
     def start(self) -> None:
         self.outbound.start()
@@ -59,4 +63,5 @@ class Gateway:
         self.housekeeper.close()
         self.pages.close()
         self.outbound.close()
+        self.alert_figures.close()
         self.redis.close()

@@ -53,9 +53,16 @@ def build(gw: Gateway) -> dict[str, Any]:
         "dead_letters": recent_dead_letters(gw.redis, crawls[:DEAD_LETTER_CRAWLS]),
         "proxies": ProxyPool.from_settings(gw.settings, gw.redis).state(now),  # [] without PROXY_LIST
         "renderers": renderers(gw.redis, now, gw.settings.get_int("HEARTBEAT_TIMEOUT")),
-        "pushback": pushback.build(gw.redis, queues["spiders"], gw.settings.get_int("HEARTBEAT_TIMEOUT"),
-                                   gw.settings.get_int("STATS_BUCKET")),  # issue 33
+        "pushback": alert_card(gw, queues["spiders"]),
     }
+
+
+def alert_card(gw: Gateway, queued_spiders: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 33: the pushback card's domains and conditions, the Kafka ones added, each pending or firing."""
+    card = pushback.build(gw.redis, queued_spiders, gw.settings.get_int("HEARTBEAT_TIMEOUT"),
+                          gw.settings.get_int("STATS_BUCKET"))  # fmt: skip
+    card["conditions"] = gw.alerts.conditions(card["conditions"], gw.health.kafka_connected)
+    return card
 
 
 def processes(redis: RedisClient, ttl: int) -> dict[str, dict[str, Any]]:

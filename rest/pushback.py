@@ -1,11 +1,10 @@
 """The dashboard's "Sites pushing back" card (issue 33): domains above level 0 of their ladder, and
-the alert conditions of docker/prometheus/alerts.yml that Redis alone can tell, firing now.
+the alert conditions of docker/prometheus/alerts.yml that Redis alone can tell.
 
-Prometheus holds the `for:` windows; here each condition is read as it stands, so an operator
-without Prometheus still sees a paused domain, a spider with work and no crawler, a spider with work
-that crawled nothing for 15 minutes (from the crawlers' time-bucketed response counters in Redis),
-or a Redis near its `maxmemory`. The dead-letter rate and the Kafka lags are not in Redis (each
-process holds them on its own /metrics endpoint): they are Prometheus's only.
+Each is read as it stands (rest/alerting.py adds the Kafka ones and applies the rules' `for:`), so
+an operator without Prometheus still sees a paused domain, a spider with work and no crawler, a
+spider with work that crawled nothing for 15 minutes (from the crawlers' time-bucketed response
+counters in Redis), or a Redis near its `maxmemory`.
 Bounded: at most DOMAINS_SHOWN domains per spider are read.
 """
 

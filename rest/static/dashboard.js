@@ -174,12 +174,15 @@ function renderProxies(data) {
   }));
 }
 
-// Issue 33: domains above level 0 of their block ladder, and the alert conditions firing now.
+// Issue 33: domains above level 0 of their block ladder, and the alert conditions: pending until they
+// have held their rule's `for:`, then firing (as Prometheus shows them).
 function renderPushback(data) {
   const pushback = data.pushback || { domains: [], conditions: [] };
   document.getElementById("pushback-card").hidden = !pushback.domains.length && !pushback.conditions.length;
   document.getElementById("conditions").replaceChildren(...pushback.conditions.map((c) =>
-    el("li", { "data-alert": c.alert }, el("span", { class: "pill bad" }, c.alert), ` ${c.spiderid || ""} ${c.detail}`)));
+    el("li", { "data-alert": c.alert, "data-state": c.state || "firing" },
+      el("span", { class: c.state === "pending" ? "pill warn" : "pill bad" }, c.alert),
+      ` ${c.state || "firing"} ${c.spiderid || ""} ${c.detail}`)));
   document.querySelector("#ladder tbody").replaceChildren(...pushback.domains.map((d) =>
     el("tr", { "data-domain": `${d.spiderid}/${d.domain}` }, el("td", {}, d.spiderid), el("td", {}, d.domain),
       el("td", {}, el("span", { class: d.level >= 4 ? "pill bad" : "pill warn" }, `${d.level} ${d.state}`)),

@@ -22,6 +22,8 @@ from playwright.sync_api import Page, sync_playwright
 from tests.integration.test_rest_helpers import base_url, client_of, gateway_cluster, redis_of
 from tests.support.cluster import REPO
 from tests.support.services import wait_until
+from utils.config.clients import kafka_producer
+from utils.config.settings import Settings
 from utils.demosite import SiteServer, generate_site
 from utils.frontier import keys
 from utils.services import free_port
@@ -59,6 +61,18 @@ def number(page: Page, selector: str) -> int:
     return int(re.sub(r"[^0-9]", "", page.inner_text(selector)) or 0)
 
 
+def show_dead_letters_pending_then_firing(page: Page, settings: Settings) -> None:
+    """Issue 33: 61 dead letters in the last 5 minutes (over 0.2/s) are pending, then firing after
+    ALERT_DEAD_LETTER_FOR (2 s here) on the "Sites pushing back" card."""
+    producer = kafka_producer(settings)
+    for i in range(61):
+        producer.send(settings.topic("dead_letter"), key=str(i).encode(), value=b"{}")
+    producer.close()
+    alert = 'li[data-alert="ShoalDeadLettersGrowing"]'
+    assert "61 dead letters" in page.wait_for_selector(f'{alert}[data-state="pending"]', timeout=15_000).inner_text()
+    page.wait_for_selector(f'{alert}[data-state="firing"] .pill.bad', timeout=15_000)
+
+
 def test_the_dashboard_shows_a_live_crawl(services, tmp_path, site_server, browser_page: Page) -> None:
     site, _server = site_server
     seeds = site.seed_urls()
@@ -68,7 +82,7 @@ def test_the_dashboard_shows_a_live_crawl(services, tmp_path, site_server, brows
     requests.write_text("".join(ujson.dumps({"url": seed, **crawl}) + "\n" for seed in seeds))
     ARTIFACTS.mkdir(exist_ok=True)
     with gateway_cluster(services, tmp_path, "kafka-monitor", "redis-monitor", REST_SAMPLE_INTERVAL=1.0,
-                         **THROTTLE) as cluster:  # fmt: skip
+                         ALERT_DEAD_LETTER_FOR=2, METRICS_FRONTIER_CACHE=1, **THROTTLE) as cluster:  # fmt: skip
         cluster.start("crawl", "--spider", "link")
         client_of(cluster).close()
         page = browser_page
@@ -107,6 +121,7 @@ def test_the_dashboard_shows_a_live_crawl(services, tmp_path, site_server, brows
         redis.zadd(keys.RENDERERS, {"render-host:7": time.time()})
         row = page.wait_for_selector('tr[data-renderer="render-host:7"]', timeout=10_000)
         assert row.inner_text().split("\t") == ["render-host:7", "2.50", "1,234", "110", "400 (480)", "6"]
+        show_dead_letters_pending_then_firing(page, cluster.settings)
     assert follow.returncode == 0, output
     last = output.strip().splitlines()[-1]
     assert last.startswith("dashapp/dash1 ["), last

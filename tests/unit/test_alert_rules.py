@@ -83,3 +83,28 @@ def test_every_alert_has_a_runbook() -> None:
     for name, rule in alerts().items():
         assert name.lower() in headings, f"no runbook section for {name}"
         assert rule["annotations"]["runbook"] == f"docs/operations/runbooks.md#{name.lower()}"
+
+
+def _seconds(duration: str) -> int:
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
+def test_the_dashboard_evaluates_the_rules_thresholds_and_durations() -> None:
+    """The gateway's conditions (rest/alerting.py, rest/pushback.py) use alerts.yml's figures: change a
+    rule and this fails until the ALERT_* defaults or the constants follow."""
+    from rest import alerting, pushback
+    from utils.config import default_settings as d
+
+    rules = alerts()
+    dead = re.search(r"\[(\w+)\]\)\) > ([\d.]+)", rules["ShoalDeadLettersGrowing"]["expr"])
+    assert dead, rules["ShoalDeadLettersGrowing"]["expr"]
+    assert (_seconds(dead[1]), float(dead[2])) == (d.ALERT_DEAD_LETTER_WINDOW, d.ALERT_DEAD_LETTER_RATE)
+    assert _seconds(rules["ShoalDeadLettersGrowing"]["for"]) == d.ALERT_DEAD_LETTER_FOR
+    for alert in alerting.LAG_ALERTS.values():
+        lag = re.search(r"\) > (\d+)\s+and sum\(deriv\(.*\[(\w+)\]\)\) > 0", rules[alert]["expr"])
+        assert lag, rules[alert]["expr"]
+        figures = (int(lag[1]), _seconds(lag[2]), _seconds(rules[alert]["for"]))
+        assert figures == (d.ALERT_LAG_MESSAGES, d.ALERT_LAG_WINDOW, d.ALERT_LAG_FOR)
+    assert {a: _seconds(rules[a]["for"]) for a in alerting.FOR_SECONDS} == alerting.FOR_SECONDS
+    assert f"[{pushback.NO_PROGRESS_WINDOW // 60}m]" in rules["ShoalCrawlNoProgress"]["expr"]
+    assert f"> {pushback.MEMORY_SHARE}" in rules["ShoalRedisMemoryNearLimit"]["expr"]

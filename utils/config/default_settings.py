@@ -218,6 +218,12 @@ SCALING_RATE_WINDOW = 120  # seconds; observed pages/s per process over this man
 SCALING_MIN_REPLICAS = 1  # processes; recommended count of an idle frontier (per spider)
 SCALING_MAX_REPLICAS = 100  # processes; most processes a recommendation names (per spider)
 SCALING_LAG_PER_CONSUMER = 5000  # messages; consumer-group lag one kafka monitor or sink is recommended per
+ALERT_DEAD_LETTER_RATE = 0.2  # dead letters/s; ShoalDeadLettersGrowing above it (alerts.yml, checked by a test)
+ALERT_DEAD_LETTER_WINDOW = 300  # seconds; ShoalDeadLettersGrowing's rate window (rate(...[5m]))
+ALERT_DEAD_LETTER_FOR = 300  # seconds; ShoalDeadLettersGrowing's `for:` (the dashboard shows it pending until then)
+ALERT_LAG_MESSAGES = 10000  # messages; ShoalKafkaMonitorLagGrowing and ShoalSinkLagGrowing above this group lag
+ALERT_LAG_WINDOW = 600  # seconds; the lag alerts' deriv(...[10m]): "growing" over the readings of this window
+ALERT_LAG_FOR = 600  # seconds; the lag alerts' `for:`
 
 # --- Proxy pool --------------------------------------------------------------------------------
 PROXY_LIST = ""  # proxy URLs; comma-separated, or @path to a file with one per line; empty = no pool

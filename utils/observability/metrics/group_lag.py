@@ -64,6 +64,15 @@ def _committed(admin: Any, group: str) -> dict[Any, Any]:
     return dict(admin.list_consumer_group_offsets(group))
 
 
+def lag_groups(settings: Settings) -> dict[str, tuple[str, list[str]]]:
+    """component -> (its consumer group, the topics it reads): the kafka monitors' and the sinks'."""
+    incoming = settings.get_str("KAFKA_INCOMING_TOPIC") or settings.topic("incoming")
+    return {
+        "kafka-monitor": (settings.get_str("KAFKA_GROUP"), [incoming]),
+        "sink": (settings.get_str("SINK_GROUP"), [settings.topic("crawled_firehose"), settings.topic("items")]),
+    }
+
+
 class GroupLagCollector(Collector):
     """Exports shoal_consumer_group_lag and shoal_scaling_recommended_consumers per component;
     a failed reading exports nothing for that component (and logs why)."""
@@ -83,13 +92,8 @@ class GroupLagCollector(Collector):
     def from_settings(cls, settings: Settings) -> GroupLagCollector:
         from utils.config.clients import kafka_admin, kafka_consumer  # kafka-python: only where a collector is made
 
-        incoming = settings.get_str("KAFKA_INCOMING_TOPIC") or settings.topic("incoming")
-        groups = {
-            "kafka-monitor": (settings.get_str("KAFKA_GROUP"), [incoming]),
-            "sink": (settings.get_str("SINK_GROUP"), [settings.topic("crawled_firehose"), settings.topic("items")]),
-        }
         return cls(
-            groups, lambda: (kafka_admin(settings), kafka_consumer(settings, [], None)),
+            lag_groups(settings), lambda: (kafka_admin(settings), kafka_consumer(settings, [], None)),
             settings.get_int("SCALING_LAG_PER_CONSUMER"), settings.get_int("SCALING_MIN_REPLICAS"),
             settings.get_float("METRICS_FRONTIER_CACHE"),
         )  # fmt: skip

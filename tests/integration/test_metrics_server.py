@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -178,7 +179,8 @@ def node(tmp_path: Path) -> Iterator[dict[str, Any]]:
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
     config = run_dir / "supervisord.conf"
-    config.write_text(CONFIG.format(run_dir=run_dir, run_root=run_root, python=sys.executable, probe=probe, repo=REPO))
+    config.write_text(CONFIG.format(run_dir=run_dir, run_root=run_root, python=shlex.quote(sys.executable),
+                                  probe=shlex.quote(str(probe)), repo=REPO))  # a checkout's path may hold spaces
     supervisord = Path(sys.executable).parent / "supervisord"
     subprocess.run([str(supervisord), "-c", str(config)], cwd=REPO, check=True, timeout=30)
     options = ["-s", f"RUN_DIR={run_root}"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import signal
 from pathlib import Path
 from typing import Any
@@ -62,9 +63,9 @@ def test_every_program_of_a_node_is_rendered(tmp_path: Path) -> None:
     expected = [f"services:{name}" for name in SERVICES] + [f"shoal:{name}" for name in COMPONENTS]
     assert sorted(programs) == sorted([*expected, "shoal:crawler-00", "shoal:renderer-00"])
     redis = programs["services:redis"]
-    assert redis.command.split()[1:] == ["-m", "utils.cli.main", "service", "redis", "--node", "n1"]
+    assert shlex.split(redis.command)[1:] == ["-m", "utils.cli.main", "service", "redis", "--node", "n1"]
     assert Path(redis.directory) == Path(__file__).resolve().parents[2]
-    assert programs["shoal:rest"].command.split()[1:] == ["-m", "utils.cli.main", "rest"]
+    assert shlex.split(programs["shoal:rest"].command)[1:] == ["-m", "utils.cli.main", "rest"]
 
 
 def test_programs_restart_with_back_off_and_log_to_rotated_files(tmp_path: Path) -> None:
@@ -89,7 +90,7 @@ def test_crawlers_are_numbered_processes_of_one_program(tmp_path: Path, crawlers
     names = sorted(name for name in programs if "crawler" in name)
     assert names == [f"shoal:crawler-{n:02d}" for n in range(crawlers)]
     assert all(programs[name].autostart for name in names)
-    assert programs[names[-1]].command.split()[1:] == ["-m", "utils.cli.main", "crawl", "--spider", "link"]
+    assert shlex.split(programs[names[-1]].command)[1:] == ["-m", "utils.cli.main", "crawl", "--spider", "link"]
 
 
 def test_render_nodes_run_render_spiders_and_no_link_crawler(tmp_path: Path) -> None:
@@ -98,7 +99,7 @@ def test_render_nodes_run_render_spiders_and_no_link_crawler(tmp_path: Path) -> 
     names = sorted(name for name in programs if "renderer" in name)
     assert names == ["shoal:renderer-00", "shoal:renderer-01"]
     assert all(programs[name].autostart for name in names)
-    assert programs[names[0]].command.split()[1:] == ["-m", "utils.cli.main", "crawl", "--spider", "render"]
+    assert shlex.split(programs[names[0]].command)[1:] == ["-m", "utils.cli.main", "crawl", "--spider", "render"]
     assert programs[names[0]].autorestart is RestartUnconditionally
     assert programs["shoal:crawler-00"].autostart is False
 
@@ -185,9 +186,9 @@ def test_postgres_and_the_sink_start_only_when_postgres_is_a_local_service(tmp_p
     assert with_pg["services:postgres"].autostart
     assert with_pg["shoal:sink"].autostart
     assert with_pg["shoal:revisit"].autostart
-    assert with_pg["shoal:revisit"].command.split()[1:] == ["-m", "utils.cli.main", "revisit"]
+    assert shlex.split(with_pg["shoal:revisit"].command)[1:] == ["-m", "utils.cli.main", "revisit"]
     assert with_pg["services:postgres"].stopsignal == signal.SIGINT  # fast shutdown: SIGTERM waits for clients
-    assert with_pg["shoal:sink"].command.split()[1:] == ["-m", "utils.cli.main", "sink"]
+    assert shlex.split(with_pg["shoal:sink"].command)[1:] == ["-m", "utils.cli.main", "sink"]
 
 
 def test_services_are_named_in_a_fixed_order_and_checked() -> None:

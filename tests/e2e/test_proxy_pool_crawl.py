@@ -227,7 +227,7 @@ def test_a_pushing_host_steps_to_level_2_and_is_then_fetched_through_the_pool(cl
     """Issue 33's level 2 in a crawl: a host answering 429 past 4 requests in 2 s is fetched direct
     (LADDER_PROXY_ONLY) until two detections step it to 2 (LADDER_LEVELS [0, 2]); from then on every
     page of it reaches the site through the pool's tinyproxy, slower, and the crawl ends whole."""
-    good, host = proxies("good", free_port()), "127.0.0.94"
+    good, host = proxies("good", free_port()), "127.0.0.194"  # no other test crawls this host
     cluster = cluster_factory(
         PROXY_LIST=f"http://{USER}:{PASSWORD}@127.0.0.1:{good.port}", LADDER_PROXY_ONLY=True, LADDER_LEVELS="[0, 2]",
         LADDER_UP_AFTER=2, LADDER_DOWN_AFTER=1000, LADDER_SLOW_DELAY=0.7, LADDER_REFRESH=0.2, ROBOTSTXT_OBEY=False,

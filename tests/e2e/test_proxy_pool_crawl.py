@@ -233,6 +233,7 @@ def test_a_pushing_host_steps_to_level_2_and_is_then_fetched_through_the_pool(cl
         LADDER_UP_AFTER=2, LADDER_DOWN_AFTER=1000, LADDER_SLOW_DELAY=0.7, LADDER_REFRESH=0.2, ROBOTSTXT_OBEY=False,
         QUEUE_HITS=1000, QUEUE_WINDOW=1, QUEUE_MODERATED=False, RETRY_TIMES=30, RETRY_BACKOFF_BASE=0.2,
         RETRY_BACKOFF_MAX=1.0, RETRY_HTTP_CODES="[429]",
+        PROXY_COOLDOWN=0.5, PROXY_COOLDOWN_MAX=1.0,  # the first proxied try may meet the rate window still hot
     )  # fmt: skip
     with PushbackSite({host: Pushback(rate_limit=4, rate_window=2.0, retry_after=1)}, free_port(), pages=8) as site:
         firehose = reader(cluster, "crawled_firehose")

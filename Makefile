@@ -126,7 +126,9 @@ kafka: system-deps  ## Apache Kafka's broker jars (skipped when cached)
 # machine has no go of its own (Debian 12's golang-go, 1.19, is too old to build helm 3.22).
 GO_TOOLCHAIN := v0.0.1-go1.24.4.linux-amd64
 GO_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/go-$(GO_TOOLCHAIN)
-helm:  ## helm for the chart's tests (built once; skipped when cached)
+# The build (about 3 minutes cold) runs in the background while the suite starts: only
+# tests/unit/test_helm_chart.py needs it, and it waits for $(HELM) (or $(HELM).failed and the log).
+helm:  ## helm for the chart's tests (built once in the background; skipped when cached)
 	@test -x $(HELM) || { \
 		go=$$(command -v go); \
 		case "$$($${go:-false} version 2>/dev/null)" in *go1.2[1-9]*|*go1.[3-9][0-9]*) ;; *) \
@@ -136,8 +138,10 @@ helm:  ## helm for the chart's tests (built once; skipped when cached)
 				mv $(GO_CACHE).zip.d/golang.org/toolchain@$(GO_TOOLCHAIN)/* $(GO_CACHE)/ && chmod +x $(GO_CACHE)/bin/* $(GO_CACHE)/pkg/tool/*/* && \
 				rm -rf $(GO_CACHE).zip.d; }; \
 			go=$(GO_CACHE)/bin/go;; esac; \
-		echo "building helm $(HELM_VERSION) into $(dir $(HELM)) with $$go"; \
-		GOTOOLCHAIN=auto GOBIN=$(dir $(HELM)) $$go install helm.sh/helm/v3/cmd/helm@v$(HELM_VERSION); }
+		mkdir -p $(dir $(HELM)); rm -f $(HELM).failed; \
+		echo "building helm $(HELM_VERSION) into $(dir $(HELM)) with $$go, in the background (log: $(HELM).log)"; \
+		( GOTOOLCHAIN=auto GOBIN=$(dir $(HELM))partial $$go install helm.sh/helm/v3/cmd/helm@v$(HELM_VERSION) \
+			&& mv $(dir $(HELM))partial/helm $(HELM) || touch $(HELM).failed ) >$(HELM).log 2>&1 </dev/null & }
 
 clean:
 	rm -rf $(VENV) .shoal .mypy_cache .ruff_cache *.egg-info

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,21 @@ CRD_KINDS = {"ScaledObject": "keda.sh/v1alpha1", "ServiceMonitor": "monitoring.c
              "PrometheusRule": "monitoring.coreos.com/v1"}  # fmt: skip
 
 
+BUILD_WAIT = 900.0  # seconds to wait for `make helm`'s background build (about 3 minutes cold)
+
+
 def helm() -> str:
-    found = os.environ.get("HELM") or shutil.which("helm")
+    """The helm `make helm` built, waiting for its background build to end (a failed build fails here,
+    with its log)."""
     cached = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shoal" / "helm-3.22.0" / "helm"
-    if not found and cached.exists():
-        found = str(cached)
-    assert found, "no helm: run `make helm` (go install helm.sh/helm/v3/cmd/helm@v3.22.0 into the cache)"
+    built = Path(os.environ.get("HELM") or cached)
+    failed, log = built.with_name("helm.failed"), built.with_name("helm.log")
+    deadline = time.monotonic() + BUILD_WAIT
+    while not os.access(built, os.X_OK) and not failed.exists() and log.exists() and time.monotonic() < deadline:
+        time.sleep(1)
+    found = str(built) if os.access(built, os.X_OK) else shutil.which("helm")
+    build_log = log.read_text()[-3000:] if log.exists() else "(no build log)"
+    assert found, f"no helm: `make helm` builds it (go install helm.sh/helm/v3/cmd/helm@v3.22.0); {build_log}"
     return found
 
 

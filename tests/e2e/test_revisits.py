@@ -80,6 +80,7 @@ def test_unchanged_pages_get_304s_up_to_max_changing_ones_are_stored_per_change_
                 for changes in [by_url(postgres, pg_schema, "changes", "id")] for u in changing)  # fmt: skip
 
         wait_until(settled, 90, interval=0.5, message="the revisits did not settle")
+        cluster.stop_all()  # before the site goes: what is read below is not still being written
     state = {r["url"]: r for r in rows(postgres, pg_schema, "revisits", "url")}
     assert pages.index_url not in state  # the policy's `pages` regex leaves the index out
     log = by_url(postgres, pg_schema, "crawl_log", "id")

@@ -16,6 +16,7 @@ import redis as redis_lib
 
 from tests.e2e.test_scale_out import shoal
 from tests.e2e.test_warc_archive import archived, by_url
+from tests.support import pywb
 from tests.support.cluster import next_database
 from tests.support.services import wait_until
 from utils.cli.demo import DEMO_MAXDEPTH
@@ -71,3 +72,10 @@ def test_the_demo_crawl_of_a_node_started_with_warc_is_archived_and_read_back_by
         assert requests[url], url
     for path in directory.glob("*.warc.gz"):
         assert path.with_name(path.name + ".cdxj").stat().st_size > 0
+    html = sorted(url for url in expected if site.pages[url].content_type.startswith("text/html"))[:3]
+    assert len(html) == 3
+    with pywb.replaying(tmp_path / "replay", sorted(directory.glob("*.warc.gz"))) as replay:
+        for url in html:  # pywb replays three of the demo's pages with what the site served
+            answer = replay(url, responses[url][0]["headers"]["WARC-Date"])
+            assert answer.status_code == 200, url
+            assert answer.content == site.pages[url].body, url

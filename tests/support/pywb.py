@@ -10,9 +10,15 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
+
 from tests.support.cluster import REPO
+from tests.support.services import wait_until
+from utils.services import free_port
 
 PYWB_VERSION = "2.10.0"  # the Makefile's PYWB_VERSION
 VENV = REPO / ".shoal" / "pywb"
@@ -41,3 +47,32 @@ def collection(root: Path, name: str, warcs: list[Path]) -> Path:
         lines += warc.with_name(warc.name + ".cdxj").read_text().splitlines()
     (base / "indexes" / "index.cdxj").write_text("".join(line + "\n" for line in sorted(lines)))
     return base
+
+
+@contextmanager
+def replaying(root: Path, warcs: list[Path]) -> Iterator[Callable[[str, str], httpx.Response]]:
+    """pywb's wayback serving a collection of `warcs` (and their own CDXJ) on a free port, stopped by pid
+    afterwards; yields `replay(url, warc_date)`: pywb's answer for that capture, unrewritten (`id_`)."""
+    collection(root, "shoal", warcs)
+    port = free_port()
+    server = subprocess.Popen([str(wayback()), "-p", str(port), "-b", "127.0.0.1"], cwd=root,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # fmt: skip
+
+    def replay(url: str, warc_date: str) -> httpx.Response:
+        stamp = warc_date[:19].replace("-", "").replace(":", "").replace("T", "")
+        address = f"http://127.0.0.1:{port}/shoal/{stamp}id_/{url}"
+        wait_until(lambda: _answers(address), 60, message=f"pywb never answered {address}")
+        return httpx.get(address, timeout=10)
+
+    try:
+        yield replay
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code < 500
+    except httpx.HTTPError:
+        return False

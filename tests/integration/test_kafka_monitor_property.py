@@ -34,9 +34,9 @@ from utils.schemas.matching import definition
 pytestmark = pytest.mark.integration
 
 EXAMPLES = [
-    {"url": "http://www.dmoztools.net/", "appid": "testapp", "crawlid": "abc123", "maxdepth": 2, "priority": 90},
-    {"url": "http://example.com/a", "appid": "testapp", "crawlid": "c1", "uuid": "x", "expires": 0,
-     "allowed_domains": ["example.com"], "attrs": {"k": [1]}, "headers": {"A": "b"}, "method": "POST", "body": "a=1"},
+    {"url": "http://127.0.37.1/", "appid": "testapp", "crawlid": "abc123", "maxdepth": 2, "priority": 90},
+    {"url": "http://127.0.37.2/a", "appid": "testapp", "crawlid": "c1", "uuid": "x", "expires": 0,
+     "allowed_domains": ["127.0.37.2"], "attrs": {"k": [1]}, "headers": {"A": "b"}, "method": "POST", "body": "a=1"},
     {"action": "info", "appid": "testapp", "crawlid": "ABC123", "uuid": "abc12333", "spiderid": "link"},
     {"action": "stop", "appid": "testapp", "crawlid": "ist234", "uuid": "1ist234", "spiderid": "link"},
     {"action": "dead-letters", "appid": "testapp", "crawlid": "ist234", "uuid": "d1", "spiderid": "link"},
@@ -188,7 +188,7 @@ HOSTILE = st.one_of(
     st.builds(_with_fields, st.sampled_from(EXAMPLES),
               st.lists(st.tuples(st.sampled_from(SCHEMA_FIELDS), RAW_VALUE), min_size=1, max_size=3)),
     st.sampled_from([b'{"proxy":"http://u:p@h:x"}', b'{"proxy":"http://u:p@h:99999"}', b"[" * 500,
-                     b'{"url":"http://a.com/","appid":"app","crawlid":"c","attrs":{"x":1e400}}']),
+                     b'{"url":"http://127.0.37.3/","appid":"app","crawlid":"c","attrs":{"x":1e400}}']),
 )  # fmt: skip
 PER_MESSAGE_LIMIT = 0.050  # seconds one message may take to dispatch (issue 30)
 MESSAGES_PER_RUN = 10_000
@@ -233,7 +233,7 @@ def test_no_message_stops_ingestion_and_a_valid_request_behind_it_is_queued(
     @given(st.lists(HOSTILE, min_size=15, max_size=25))
     def each_batch(hostile: list[bytes]) -> None:
         n = counted[1]
-        valid = {"url": f"http://valid.example.com/{n}", "appid": "propapp", "crawlid": "valid", "uuid": f"v{n}"}
+        valid = {"url": f"http://127.0.37.9/{n}", "appid": "propapp", "crawlid": "valid", "uuid": f"v{n}"}
         records = [Record(topic, 0, next(offsets), raw) for raw in [*hostile, _encoded(valid)]]
         for record in records:
             took = _dispatch_time(monitor, record)
@@ -249,4 +249,4 @@ def test_no_message_stops_ingestion_and_a_valid_request_behind_it_is_queued(
     assert not slowest, f"messages slower than {PER_MESSAGE_LIMIT * 1000:.0f} ms: {slowest[:3]}"
     assert counted[0] >= MESSAGES_PER_RUN
     r = redis_client(cluster.settings)
-    assert r.hlen(in_shard(r, keys.crawl_requests("link", "propapp", "valid"), "example.com")) == counted[1]
+    assert r.hlen(in_shard(r, keys.crawl_requests("link", "propapp", "valid"), "127.0.37.9")) == counted[1]

@@ -140,9 +140,9 @@ def test_stop_purges_exactly_the_crawls_requests_and_refuses_its_children(cluste
     assert (progress["queued"], progress["inflight"], progress["retrying"]) == ("0", "0", "0")
     assert (progress["dropped_stopped"], progress["finished"] > "0") == ("5", True)
     assert frontier.ack([Ack.of(lease)]) == ["unknown"]  # the spider's late ack counts nothing
-    record = {"url": "http://a.com/c", "appid": "testapp", "crawlid": "ABC123", "spiderid": "link", "priority": 1}
+    record = {"url": "http://127.0.38.1/c", "appid": "testapp", "crawlid": "ABC123", "spiderid": "link", "priority": 1}
     payload = crawl_request.encode(crawl_request.to_record(record))
-    child = NewRequest("link", "a.com", 1, "testapp", "ABC123", payload, b"12345678")
+    child = NewRequest("link", "127.0.38.1", 1, "testapp", "ABC123", payload, b"12345678")
     assert frontier.enqueue([child]) == ["blacklist"]
 
 

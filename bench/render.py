@@ -1,18 +1,24 @@
-"""Rendering: pages/s and peak memory of one render process, next to plain fetching of the same pages.
+"""Rendering: one render process against plain Playwright driving the same Chromium, same pages open.
 
-`.venv/bin/python -m bench.render` serves 4 hosts x 500 scripted pages (utils/demosite/scripted.py:
+`.venv/bin/python -m bench.render` serves 4 hosts x 75 scripted pages (utils/demosite/scripted.py:
 an empty shell whose script fetches its JSON and writes the text and links) from a separate process,
 then, with the throttle off, in one run:
-  1. one `shoal crawl --spider link` process fetches the 2,000 pages plainly (all seeded, maxdepth 0:
-     a plain fetch finds no link to follow on them);
-  2. one `shoal crawl --spider render` process crawls them from the 4 `/js/0.html` seeds, following
-     the links that exist only in the rendered DOM, each page settled on `attrs.wait_for = "#ready"`.
-Throughput is pages/s from the seeding to the last page (the render figure includes the browser's
-start). Every 0.5 s the bench measures the render process's own RSS, its Playwright driver's RSS
-and its browser's memory (PSS summed over the Chromium processes, as the process itself measures
-it to decide restarts). Targets: every page arrives; the
-browser's peak stays under RENDER_BROWSER_MEMORY_MAX (the process restarts it before); the crawler
-process itself stays under CRAWLER_RSS_MAX. Writes bench/results/render.json.
+  1. plain Playwright (`playwright_crawl`, its own process): one Chromium, one context,
+     RENDER_MAX_PAGES pages reused, asyncio; it crawls from the 4 `/js/0.html` seeds, each page
+     loaded, settled on `#ready`, its content and links read, new links queued in memory;
+  2. one `shoal crawl --spider render` process crawls the same pages from the same seeds through
+     Redis, its pages sent to Kafka, each settled on `attrs.wait_for = "#ready"`;
+  3. with `--plain-fetch`, first one `shoal crawl --spider link` process fetches the pages plainly
+     (all seeded, maxdepth 0: a plain fetch finds no link to follow on them).
+Throughput is pages/s from the seeding (or the launch) to the last page, the browser's start
+included on both sides; the target is render >= 0.9 x Playwright (issue 37). CPU per page is the
+CPU time of the process, its Playwright driver and its browser (from /proc: user + system of the
+live tree plus what it reaped). Every 0.5 s the bench samples the process's own RSS, its driver's
+RSS and its browser's memory (PSS summed over the Chromium processes, as the render process
+measures it to decide restarts): the browser's peak must stay under RENDER_BROWSER_MEMORY_MAX and
+the render process under CRAWLER_RSS_MAX. `--pages 2000 --plain-fetch` is the long memory run.
+`--profile DIR` records the render process with py-spy (speedscope, with its subprocesses).
+Writes bench/results/render.json.
 """
 
 from __future__ import annotations
@@ -20,10 +26,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 
@@ -44,10 +56,13 @@ from utils.services import free_port
 HOSTS = 4
 SITE = {"hosts": HOSTS, "pages_per_host": 5, "seed": 20, "network": "127.20.0", "base_ip_octet": 50}
 DEPTH = 100  # the schema's most
+MAX_PAGES = 4  # RENDER_MAX_PAGES of the run (the default): pages open at once on both sides
+CHROMIUM = "/usr/bin/chromium"
 BROWSER_MEMORY_MAX = 768  # MiB; RENDER_BROWSER_MEMORY_MAX of the run (the default)
 CRAWLER_RSS_MAX = 256  # MiB; the render process's own resident memory, browser excluded
+TARGET = 0.9  # render pages/s over plain Playwright's (issue 37)
 SHOAL = {"QUEUE_HITS": 0, "ZOOKEEPER_ENABLED": "false", "SCHEDULER_IDLE_POLL": 0.05, "SCHEDULER_FLUSH_INTERVAL": 0.05,
-         "RENDER_BROWSER_MEMORY_MAX": BROWSER_MEMORY_MAX, "RENDER_STATS_INTERVAL": 1.0,
+         "RENDER_BROWSER_MEMORY_MAX": BROWSER_MEMORY_MAX, "RENDER_MAX_PAGES": MAX_PAGES, "RENDER_STATS_INTERVAL": 1.0,
          "LEASE_TIMEOUT": 60}  # fmt: skip
 
 
@@ -88,6 +103,26 @@ def enqueue(cluster: TestCluster, urls: list[str], spiderid: str, crawlid: str, 
     Frontier.from_settings(cluster.settings, redis_client(cluster.settings)).enqueue(entries)
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and its live descendants, with the children each has reaped.
+
+    A browser closed on restart was reaped by the Playwright driver, so its time is in the
+    driver's children figures; nothing is counted twice because a reaped process is not live.
+    """
+    total = 0.0
+    try:
+        processes = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
 class MemorySampler(threading.Thread):
     """Peak memory of a crawler process, its Playwright driver and its browser, every `interval` s."""
 
@@ -105,6 +140,11 @@ class MemorySampler(threading.Thread):
             for name, value in (("crawler_rss", crawler_rss), ("driver_rss", driver), ("browser_pss", browser)):
                 self.peak[name] = max(self.peak[name], value)
 
+    def figures(self) -> dict[str, float]:
+        self.stop_event.set()
+        self.join()
+        return {f"peak_{k}_mib": round(v / MIB, 1) for k, v in self.peak.items()}
+
 
 def _rss(pid: int) -> int:
     try:
@@ -113,13 +153,83 @@ def _rss(pid: int) -> int:
         return 0
 
 
-def run_crawl(cluster: TestCluster, spider: str, crawlid: str, seed: Any) -> dict[str, Any]:
-    """Start one crawler of `spider`, call `seed()`, and time it from the first page to the last."""
+async def playwright_crawl(seeds: list[str], pages: int, depth: int) -> int:
+    """Plain Playwright as a user writes it: one browser and context, `pages` pages reused.
+
+    Each page loads a URL, waits for `#ready`, reads the content and the links, and queues the
+    links of the same host not seen before; returns the number of pages read.
+    """
+    from playwright.async_api import async_playwright
+
+    from crawler.browser import CHROMIUM_ARGS  # the same Chromium command line as the render process
+
+    queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+    seen = set(seeds)
+    for seed in seeds:
+        queue.put_nowait((seed, 0))
+    read = 0
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
+        context = await browser.new_context()
+
+        async def worker() -> None:
+            nonlocal read
+            page = await context.new_page()
+            while True:
+                url, level = await queue.get()
+                try:
+                    await page.goto(url)
+                    await page.wait_for_selector(READY_SELECTOR, state="attached")
+                    html = await page.content()
+                    links = await page.eval_on_selector_all("a[href]", "found => found.map(a => a.href)")
+                    read += len(html) > 0
+                    for link in links:
+                        if level < depth and link not in seen and urlsplit(link).netloc == urlsplit(url).netloc:
+                            seen.add(link)
+                            queue.put_nowait((link, level + 1))
+                finally:
+                    queue.task_done()  # after its links are queued; a failed page is missing from the count
+
+        workers = [asyncio.create_task(worker()) for _ in range(pages)]
+        await queue.join()
+        for task in workers:
+            task.cancel()
+        await browser.close()
+    return read
+
+
+def playwright_process(seeds: list[str], pages: int, answer: Any) -> None:
+    """Run `playwright_crawl` and answer (pages, seconds, CPU seconds of this process tree)."""
+    cpu, started = tree_cpu(os.getpid()), time.time()
+    done = asyncio.run(playwright_crawl(seeds, pages, DEPTH))
+    answer.put((done, time.time() - started, tree_cpu(os.getpid()) - cpu))
+
+
+def run_playwright(seeds: list[str]) -> dict[str, Any]:
+    """Plain Playwright's crawl of the scripted pages, in its own process, with its memory peaks."""
+    spawn = multiprocessing.get_context("spawn")
+    answer = spawn.Queue()
+    process = spawn.Process(target=playwright_process, args=(seeds, MAX_PAGES, answer))
+    process.start()
+    assert process.pid is not None
+    sampler = MemorySampler(process.pid)
+    sampler.start()
+    done, seconds, cpu = answer.get(timeout=1200)
+    process.join(30)
+    return {"pages": done, "failed": 0, "seconds": round(seconds, 1), "pages_per_s": round(done / seconds, 2),
+            "cpu_ms_per_page": round(1000 * cpu / done, 1), **sampler.figures()}  # fmt: skip
+
+
+def run_crawl(cluster: TestCluster, spider: str, crawlid: str, seed: Callable[[], None],
+              profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Start one crawler of `spider`, call `seed()`, and time it from the seeding to the last page."""
     crawler = cluster.start("crawl", "--spider", spider, name=crawlid)
     wait_until(lambda: "Scheduler opened" in crawler.log_path.read_text(), timeout=120)
     sampler = MemorySampler(crawler.pid)
     sampler.start()
-    first = time.time()  # from the seeding: a plain crawl of a few seconds has no "first page" to speak of
+    spy = _py_spy(crawler.pid, profile / f"{crawlid}.speedscope.json") if profile else None
+    cpu, first = tree_cpu(crawler.pid), time.time()  # from the seeding: a plain crawl has no "first page"
     seed()
     client = redis_client(cluster.settings)
     crawl = CrawlRef(spider, "bench", crawlid)
@@ -130,53 +240,79 @@ def run_crawl(cluster: TestCluster, spider: str, crawlid: str, seed: Any) -> dic
             last = time.time()
             break
         time.sleep(0.05)
-    sampler.stop_event.set()
-    sampler.join()
+    cpu = tree_cpu(crawler.pid) - cpu
     figures = {"pages": done, "failed": reading.count("failed") + reading.count("dead"),
                "seconds": round(last - first, 1), "pages_per_s": round(done / (last - first), 2),
-               **{f"peak_{k}_mib": round(v / MIB, 1) for k, v in sampler.peak.items()}}  # fmt: skip
+               "cpu_ms_per_page": round(1000 * cpu / done, 1), **sampler.figures()}  # fmt: skip
+    if spy is not None:
+        spy.send_signal(2)  # py-spy writes its profile on SIGINT
+        spy.wait(60)
     crawler.stop()
     return figures
 
 
+def _py_spy(pid: int, path: Path) -> subprocess.Popen[bytes]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    py_spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen([str(py_spy), "record", "--pid", str(pid), "--subprocesses", "--idle",
+                             "--rate", "200", "--format", "speedscope", "--output", str(path)])  # fmt: skip
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pages-per-host", type=int, default=500, help="scripted pages per host (4 hosts)")
-    pages_per_host = parser.parse_args().pages_per_host
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pages", type=int, default=300, help="scripted pages in all (4 hosts); 300 by default")
+    parser.add_argument("--plain-fetch", action="store_true", help="also time the link spider's plain fetch")
+    parser.add_argument("--profile", type=Path, help="record the render process with py-spy into this folder")
+    args = parser.parse_args()
+    pages_per_host = args.pages // HOSTS
     port = free_port()
     site = build_site(port, pages_per_host)
     urls = scripted_urls(site)
     seeds = scripted_seeds(site)
-    expected = reachable(site, seeds, DEPTH)
     assert len(urls) == HOSTS * pages_per_host
-    assert expected == set(urls), "the seeds must reach every page"
+    assert reachable(site, seeds, DEPTH) == set(urls), "the seeds must reach every page"
     server = multiprocessing.get_context("spawn").Process(target=serve, args=(port, pages_per_host), daemon=True)
     server.start()
+    load = os.getloadavg()
     try:
         with bench_cluster(**SHOAL) as cluster:
-            plain = run_crawl(cluster, "link", "plain", lambda: enqueue(cluster, urls, "link", "plain"))
+            plain = None
+            if args.plain_fetch:
+                plain = run_crawl(cluster, "link", "plain", lambda: enqueue(cluster, urls, "link", "plain"))
+            playwright = run_playwright(seeds)
             rendered = run_crawl(cluster, "render", "rendered", lambda: enqueue(
-                cluster, seeds, "render", "rendered", maxdepth=DEPTH, attrs={"wait_for": READY_SELECTOR}))
+                cluster, seeds, "render", "rendered", maxdepth=DEPTH, attrs={"wait_for": READY_SELECTOR}),
+                args.profile)  # fmt: skip
             figures_log = _render_figures(cluster)
     finally:
         server.terminate()
         server.join(10)
-    figures = {"pages": len(urls), **{f"plain_{k}": v for k, v in plain.items()},
-               **{f"render_{k}": v for k, v in rendered.items()}, **figures_log,
-               "render_vs_plain": round(rendered["pages_per_s"] / plain["pages_per_s"], 4),
+    load = (*load, *os.getloadavg())
+    ratio = round(rendered["pages_per_s"] / playwright["pages_per_s"], 3)
+    figures = {"pages": len(urls), "max_pages": MAX_PAGES, **{f"playwright_{k}": v for k, v in playwright.items()},
+               **{f"render_{k}": v for k, v in rendered.items()}, **figures_log, "render_vs_playwright": ratio,
+               "cpu_per_page_vs_playwright": round(rendered["cpu_ms_per_page"] / playwright["cpu_ms_per_page"], 3),
+               "loadavg_before_after": [round(x, 2) for x in load],
                "browser_memory_max_mib": BROWSER_MEMORY_MAX, "crawler_rss_max_mib": CRAWLER_RSS_MAX}  # fmt: skip
+    if plain is not None:
+        figures.update({f"plain_{k}": v for k, v in plain.items()})
     checks = {
         "every page rendered, none failed": rendered["pages"] == len(urls) and rendered["failed"] == 0,
-        "every page fetched plainly": plain["pages"] == len(urls),
+        "plain Playwright read every page": playwright["pages"] == len(urls),
+        f"render >= {TARGET} x plain Playwright pages/s": ratio >= TARGET,
         f"browser peak <= {BROWSER_MEMORY_MAX} MiB": rendered["peak_browser_pss_mib"] <= BROWSER_MEMORY_MAX,
         f"render process RSS <= {CRAWLER_RSS_MAX} MiB": rendered["peak_crawler_rss_mib"] <= CRAWLER_RSS_MAX,  # noqa: E501
     }
-    print(f"render: {rendered['pages']} pages at {rendered['pages_per_s']} pages/s "
-          f"(plain fetch {plain['pages_per_s']} pages/s); "
+    if plain is not None:
+        checks["every page fetched plainly"] = plain["pages"] == len(urls)
+    print(f"render: {rendered['pages']} pages at {rendered['pages_per_s']} pages/s vs plain Playwright "
+          f"{playwright['pages_per_s']} pages/s = {ratio}x; CPU per page {rendered['cpu_ms_per_page']} ms vs "
+          f"{playwright['cpu_ms_per_page']} ms (process + driver + browser)"
+          + (f"; plain fetch {plain['pages_per_s']} pages/s" if plain else "") + "\n"
           f"peaks: render process {rendered['peak_crawler_rss_mib']} MiB, "
-          f"browser {rendered['peak_browser_pss_mib']} MiB (bound {BROWSER_MEMORY_MAX}), "
-          f"driver {rendered['peak_driver_rss_mib']} MiB; "
-          f"browser restarts {figures_log.get('browser_restarts')}")  # fmt: skip
+          f"browser {rendered['peak_browser_pss_mib']} MiB (bound {BROWSER_MEMORY_MAX}; Playwright's "
+          f"{playwright['peak_browser_pss_mib']}), driver {rendered['peak_driver_rss_mib']} MiB; "
+          f"browser restarts {figures_log.get('browser_restarts')}; load {list(load)}")  # fmt: skip
     print_checks(checks)
     path = write_result("render", figures, checks)
     print(f"written: {path}")

@@ -121,6 +121,13 @@ def test_users_components_join_shoals_which_keep_their_places() -> None:
     assert result["SCHEDULER"] == "crawler.scheduler.DistributedScheduler"
 
 
+def test_few_item_workers_per_response_unless_the_user_sets_them() -> None:
+    # Scrapy starts CONCURRENT_ITEMS tasks per response; 100 cost ~0.5 ms a page (issue 37)
+    assert scrapy_settings(settings()).getint("CONCURRENT_ITEMS") == 16
+    assert scrapy_settings(settings(SCRAPY_SETTINGS={"CONCURRENT_ITEMS": 50})).getint("CONCURRENT_ITEMS") == 50
+    assert scrapy_settings(settings(), CONCURRENT_ITEMS=40).getint("CONCURRENT_ITEMS") == 40
+
+
 @pytest.mark.parametrize(
     ("user", "message"),
     [

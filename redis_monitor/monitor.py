@@ -28,6 +28,7 @@ from redis_monitor.context import Context
 from redis_monitor.dumps import StatsDumper
 from redis_monitor.jobs import JobStream
 from redis_monitor.outbox import Outbox
+from redis_monitor.plugins.base import Every
 from utils.config.clients import ensure_topics, kafka_producer, redis_client
 from utils.config.errors import InvalidMessage, last_line
 from utils.config.plugins import load_plugins
@@ -61,9 +62,10 @@ class RedisMonitor:
         self.periodic = [p for p in plugins if hasattr(p, "run_once")]
         self.dumper = dumper
         self.max_attempts = self.settings.get_int("RETRY_FAILURES_MAX")
-        self.last_heartbeat = 0.0
-        self.last_stats_flush = 0.0
-        self.last_reclaim = 0.0
+        clock = context.clock
+        self.heartbeat_every = Every(HEARTBEAT_EVERY, clock)
+        self.flush_every = Every(self.settings.get_float("STATS_CYCLE"), clock)
+        self.reclaim_every = Every(jobs.retry_delay_ms / 2000, clock)  # a failed job is retried on time
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Callable[[], float] = time.time) -> RedisMonitor:
@@ -92,7 +94,7 @@ class RedisMonitor:
 
     # --- loop -----------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
-        """Rounds until `stop` is set; an idle round waits for new jobs up to SLEEP_TIME."""
+        """Rounds until `stop` is set; an idle round waits for new jobs until its next periodic work."""
         log.info("Redis monitor started", extra={"plugins": [type(p).__name__ for p in self.plugins]})
         sleep = self.settings.get_float("REDIS_MONITOR_SLEEP_TIME")
         batch = self.settings.get_int("REDIS_MONITOR_BATCH")
@@ -100,7 +102,7 @@ class RedisMonitor:
         while not stop.is_set():
             try:
                 if not self.run_once(batch):
-                    self.jobs.wait(int(sleep * 1000))
+                    self.jobs.wait(int(self.idle_wait(sleep) * 1000))
                 delay = 0.1
             except RETRIABLE as exc:
                 log.error("Redis unavailable; retrying", extra={"error": str(exc), "retry_in": delay})
@@ -128,6 +130,22 @@ class RedisMonitor:
         set_dependency_up("redis", True)  # the round's reads and writes went through
         return done
 
+    def idle_wait(self, shortest: float) -> float:
+        """Seconds an idle round may block on the jobs stream (a new job ends it at once): until the
+        next periodic work is due, at least `shortest` (SLEEP_TIME). Waking every 0.1 s instead cost
+        an idle monitor 0.5 % of a core (issue 37). A periodic plugin without an `every` (a custom
+        one) or answers still unconfirmed keep the short wait."""
+        timers = [self.heartbeat_every, self.flush_every, self.reclaim_every]
+        for plugin in self.periodic:
+            every = getattr(plugin, "every", None)
+            if not isinstance(every, Every):
+                return shortest
+            timers.append(every)
+        if self.context.outbox.waiting:
+            return shortest
+        longest = self.settings.get_float("REDIS_SOCKET_TIMEOUT") / 2  # a blocked read must not time out
+        return min(max(min(t.next_at for t in timers) - self.context.clock(), shortest, 0.001), longest)
+
     def close(self) -> None:
         for plugin in self.plugins:
             close = getattr(plugin, "close", None)
@@ -143,9 +161,7 @@ class RedisMonitor:
     # --- jobs -----------------------------------------------------------------------------------
     def _take(self, max_items: int) -> list[Job]:
         jobs: list[Job] = []
-        now = self.context.clock()
-        if now - self.last_reclaim >= self.jobs.retry_delay_ms / 2000:
-            self.last_reclaim = now
+        if self.reclaim_every.due():
             jobs = self.jobs.reclaim(max_items, exclude=self.context.outbox.waiting)
         return jobs + self.jobs.read(max_items - len(jobs))
 
@@ -233,14 +249,12 @@ class RedisMonitor:
     # --- heartbeat, stats ---------------------------------------------------------------------
     def _housekeeping(self) -> None:
         now = self.context.clock()
-        if now - self.last_heartbeat >= HEARTBEAT_EVERY:
-            self.last_heartbeat = now
+        if self.heartbeat_every.due():
             c = self.context
             key = keys.heartbeat("redis-monitor", c.host, c.process_id)
             beat(self.redis, "redis-monitor", c.host, c.process_id, self.settings.get_int("HEARTBEAT_TIMEOUT"), key)
             self.jobs.prune_consumers()
-        if now - self.last_stats_flush >= self.settings.get_float("STATS_CYCLE"):
-            self.last_stats_flush = now
+        if self.flush_every.due():
             self.context.stats.flush()
         self.dumper.maybe_dump(now)
 

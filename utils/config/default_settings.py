@@ -190,7 +190,7 @@ REDIS_MONITOR_PLUGINS: dict[str, int | None] = {  # dotted path -> rank; None di
     "redis_monitor.plugins.reaper.ReaperMonitor": 700,
     "redis_monitor.plugins.finished.FinishedMonitor": 800,
 }
-REDIS_MONITOR_SLEEP_TIME = 0.1  # seconds; pause of an idle redis monitor loop
+REDIS_MONITOR_SLEEP_TIME = 0.1  # seconds; shortest pause of an idle redis monitor loop (a job or due work ends it)
 REDIS_MONITOR_BATCH = 10  # jobs; most jobs one monitor takes per round (small: idle monitors share a burst)
 REDIS_MONITOR_CLAIM_IDLE = 30.0  # seconds; a job pending this long at another monitor is taken over (it died)
 REDIS_MONITOR_RETRY_DELAY = 1.0  # seconds; wait before a failed job is tried again (doubles per attempt)

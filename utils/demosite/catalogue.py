@@ -47,13 +47,14 @@ class Catalogue:
     host: str
     products: list[Product]
     listing_pages: int
+    root: str = LISTING_ROOT  # the seed page's path
 
     def url(self, path: str) -> str:
         return f"http://{self.host}{path}"
 
     @property
     def seed_url(self) -> str:
-        return self.url(LISTING_ROOT)
+        return self.url(self.root)
 
     def valid(self) -> list[Product]:
         """Products a correct spider with a validating pipeline yields."""
@@ -65,14 +66,14 @@ def generate_catalogue(
 ) -> tuple[Site, Catalogue]:
     """A one-host site (host is `ip:port`) serving the catalogue, and the catalogue itself."""
     rng = random.Random(seed)
-    items = [_product(rng, n, n < comma_prices) for n in range(products)]
+    items = [product(rng, n, n < comma_prices) for n in range(products)]
     rng.shuffle(items)
     listing = [items[i : i + per_page] for i in range(0, len(items), per_page)]
     for n in range(1, len(listing)):  # some products listed twice: on their page and the next
         listing[n].append(rng.choice(listing[n - 1]))
     catalogue = Catalogue(host=host, products=items, listing_pages=len(listing))
     pages = [_listing_page(catalogue, n, cards) for n, cards in enumerate(listing)]
-    pages += [_product_page(catalogue, p) for p in items]
+    pages += [product_page(catalogue, p) for p in items]
     robots = Page(url=catalogue.url("/robots.txt"), status=200, content_type=TEXT_TYPE, body=b"User-agent: *\n")
     pages.append(robots)
     port = int(host.rsplit(":", 1)[1])
@@ -86,7 +87,8 @@ def with_catalogue(site: Site, shop: Site) -> Site:
                 pages={**site.pages, **shop.pages})  # fmt: skip
 
 
-def _product(rng: random.Random, n: int, comma_price: bool) -> Product:
+def product(rng: random.Random, n: int, comma_price: bool) -> Product:
+    """Product n; about a fifth miss a field, as real shops' pages do (the pipeline drops those)."""
     missing = rng.random()
     name = " ".join(rng.sample(TITLE_WORDS, 2)).title()
     price = round(rng.uniform(1000, 2000) if comma_price else rng.uniform(2, 500), 2)
@@ -111,11 +113,12 @@ def _listing_page(catalogue: Catalogue, n: int, cards: list[Product]) -> Page:
     if n + 1 < catalogue.listing_pages:
         html.append(f'<a class="next" rel="next" href="{_listing_path(n + 1)}">Next page</a>')
         links.append(catalogue.url(_listing_path(n + 1)))
-    body = _document(f"Shop — page {n + 1}", "\n".join(html))
+    body = document(f"Shop — page {n + 1}", "\n".join(html))
     return Page(catalogue.url(_listing_path(n)), 200, HTML_TYPE, body, links, [])
 
 
-def _product_page(catalogue: Catalogue, p: Product) -> Page:
+def product_page(catalogue: Catalogue, p: Product) -> Page:
+    """A product's page: only the fields it has (and a link back to the shop)."""
     parts = [f'<span class="sku">{p.sku}</span>']
     if p.name is not None:
         parts.append(f'<h1 class="name">{escape(p.name)}</h1>')
@@ -127,10 +130,11 @@ def _product_page(catalogue: Catalogue, p: Product) -> Page:
     if p.available is not None:
         parts.append(f'<p class="availability">{"in stock" if p.available else "out of stock"}</p>')
     parts.append(f'<a href="{LISTING_ROOT}">Back to the shop</a>')
-    body = _document(p.name or p.sku, "\n".join(parts))
+    body = document(p.name or p.sku, "\n".join(parts))
     return Page(catalogue.url(p.path), 200, HTML_TYPE, body, [catalogue.seed_url], [])
 
 
-def _document(title: str, main: str) -> bytes:
+def document(title: str, main: str) -> bytes:
+    """A minimal HTML page around `main`."""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title></head>\n'
             f"<body><main>\n{main}\n</main></body></html>\n").encode()  # fmt: skip

@@ -1,5 +1,7 @@
 """The `shop` spider: listing pages (and their pagination), then one Product per product page.
 
+It crawls the demo catalogue (`/shop/`) and the bookshop's shelves (`/books/`, utils/demosite/bookshop.py) alike.
+
 Its price parser is naive on purpose: `float("1.234,50")` raises, and Shoal dead-letters that one
 product page while the crawl goes on (the end-to-end test checks it).
 """
@@ -21,7 +23,10 @@ class ShopSpider(ShoalSpider):
     custom_settings: ClassVar[dict[str, Any]] = {"ITEM_PIPELINES": {"shoal_shop.pipelines.ValidateProduct": 300}}
 
     def parse(self, response: Response, **_: Any) -> Iterator[Any]:
-        """A listing page: every product card, then the next listing page."""
+        """A listing page: every product card, then the next listing page (a bookshop's shelf
+        index lists shelves, each a chain of listing pages)."""
+        for href in response.css("a.shelf::attr(href)").getall():
+            yield response.follow(href, callback=self.parse)
         for href in response.css("a.product::attr(href)").getall():
             yield response.follow(href, callback=self.parse_product)
         next_page = response.css("a.next::attr(href)").get()

@@ -1,11 +1,14 @@
 """One headless Chromium per render process, recycled before it leaks.
 
 Browsers grow with every page they load (caches, detached DOMs, renderer fragmentation); the
-systems Shoal learns from restart theirs every few dozen jobs. Here a page is always opened in the
-current *context*, replaced after RENDER_PAGES_PER_CONTEXT pages, and the current *browser* is
-replaced after RENDER_PAGES_PER_BROWSER pages or as soon as its processes hold more than
-RENDER_BROWSER_MEMORY_MAX MiB. A replaced context or browser is retired, not killed: pages still
-open in it finish, and the last one to close it closes it. At most RENDER_MAX_PAGES pages are open.
+systems Shoal learns from restart theirs every few dozen jobs. Here a page is always loaded in a
+tab of the current *context*, replaced after RENDER_PAGES_PER_CONTEXT pages, and the current
+*browser* is replaced after RENDER_PAGES_PER_BROWSER pages or as soon as its processes hold more
+than RENDER_BROWSER_MEMORY_MAX MiB. A replaced context or browser is retired, not killed: pages
+still open in it finish, and the last one to close it closes it. At most RENDER_MAX_PAGES tabs
+exist; a tab that loaded its page is kept for the next page of its context (a new tab costs
+Chromium a new renderer process: issue 37 measured ~3x the browser's CPU per page with a tab per
+page); one whose page failed or timed out is closed, whatever state it was left in.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class _Generation:
     opened: int = 0  # pages ever opened in it
     open: int = 0  # pages open now
     retired: bool = False
+    idle: list[Page] = field(default_factory=list, repr=False)  # a context's tabs waiting for a page
     parent: _Generation | None = field(default=None, repr=False)  # a context's browser
 
 
@@ -93,19 +97,23 @@ class BrowserPool:
 
     @asynccontextmanager
     async def page(self) -> AsyncIterator[Page]:
-        """A fresh page of the current context; closed (and its context recycled) on exit."""
+        """A tab of the current context: kept for the next page if the body returns, else closed."""
         async with self._slots:
             context = await self._acquire()
             try:
-                page = await context.handle.new_page()  # type: ignore[union-attr]
+                page = context.idle.pop() if context.idle else await context.handle.new_page()  # type: ignore[union-attr]
             except BaseException:
                 await self._release(context)
                 raise
+            kept = False
             try:
                 yield page
+                kept = not context.retired and not page.is_closed()
             finally:
-                with suppress(PlaywrightError, asyncio.TimeoutError):
-                    await asyncio.wait_for(page.close(), CLOSE_TIMEOUT)
+                if kept:
+                    context.idle.append(page)
+                else:
+                    await _close_page(page)
                 await self._release(context)
 
     async def close(self) -> None:
@@ -225,6 +233,11 @@ def _browser_mains() -> list[psutil.Process]:
             if parent is None or not parent.name().startswith(CHROMIUM_NAMES):
                 found.append(process)
     return found
+
+
+async def _close_page(page: Page) -> None:
+    with suppress(PlaywrightError, asyncio.TimeoutError):
+        await asyncio.wait_for(page.close(), CLOSE_TIMEOUT)
 
 
 async def _close(generation: _Generation) -> None:

@@ -6,6 +6,7 @@ Pages are `about:blank`, so the figures depend only on the pool's own accounting
 from __future__ import annotations
 
 import asyncio
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,32 @@ def test_a_browser_over_its_memory_bound_is_replaced_and_open_pages_are_bounded(
 
             await asyncio.gather(*(hold() for _ in range(5)))
             assert most == 2  # max_pages
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_tab_is_kept_for_the_next_page_of_its_context_and_closed_when_its_page_failed() -> None:
+    async def scenario() -> None:
+        pool = BrowserPool(config(max_pages=1, pages_per_context=3, pages_per_browser=0))
+        tabs = []
+        try:
+            for fails in (False, True, False, False, False):
+                with suppress(RuntimeError):
+                    async with pool.page() as page:
+                        tabs.append(page)
+                        await page.goto("about:blank")
+                        if fails:
+                            raise RuntimeError("the page did not settle")
+            assert tabs[1] is tabs[0]  # the tab of the first page loads the second
+            assert tabs[0].is_closed()  # whose page failed: closed, not handed on
+            assert tabs[2] is not tabs[0]
+            assert tabs[2].is_closed()  # page 3 retired its context, and its tab with it
+            assert tabs[3] is not tabs[2]
+            assert tabs[4] is tabs[3]
+            assert not tabs[4].is_closed()
+            assert pool.figures.contexts == 2
         finally:
             await pool.close()
 

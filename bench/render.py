@@ -103,24 +103,34 @@ def enqueue(cluster: TestCluster, urls: list[str], spiderid: str, crawlid: str, 
     Frontier.from_settings(cluster.settings, redis_client(cluster.settings)).enqueue(entries)
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process and its live descendants, with the children each has reaped.
+def tree_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a process (`own`), its Playwright driver and its browser (the rest of its tree).
 
-    A browser closed on restart was reaped by the Playwright driver, so its time is in the
-    driver's children figures; nothing is counted twice because a reaped process is not live.
+    Each live process counts with the children it has reaped: a browser closed on restart was
+    reaped by the driver, so its time is in the driver's children figures (counted as browser);
+    nothing is counted twice because a reaped process is not live.
     """
-    total = 0.0
+    split = {"own": 0.0, "driver": 0.0, "browser": 0.0}
     try:
         processes = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
     except psutil.Error:
-        return 0.0
+        return split
     for process in processes:
         try:
-            times = process.cpu_times()
+            times, name = process.cpu_times(), process.name()
         except psutil.Error:
             continue
-        total += times.user + times.system + times.children_user + times.children_system
-    return total
+        kind = "own" if process.pid == pid else "driver" if name.startswith("node") else "browser"
+        split[kind] += times.user + times.system
+        split["browser"] += times.children_user + times.children_system
+    return split
+
+
+def cpu_per_page(before: dict[str, float], after: dict[str, float], pages: int) -> dict[str, float]:
+    """Milliseconds of CPU per page: in all, and of the process, its driver and its browser."""
+    spent = {kind: 1000 * (after[kind] - before[kind]) / max(pages, 1) for kind in after}
+    return {"cpu_ms_per_page": round(sum(spent.values()), 1),
+            **{f"cpu_ms_per_page_{kind}": round(ms, 1) for kind, ms in spent.items()}}  # fmt: skip
 
 
 class MemorySampler(threading.Thread):
@@ -153,11 +163,13 @@ def _rss(pid: int) -> int:
         return 0
 
 
-async def playwright_crawl(seeds: list[str], pages: int, depth: int) -> int:
+async def playwright_crawl(seeds: list[str], pages: int, depth: int) -> tuple[int, float, dict[str, float]]:
     """Plain Playwright as a user writes it: one browser and context, `pages` pages reused.
 
     Each page loads a URL, waits for `#ready`, reads the content and the links, and queues the
-    links of the same host not seen before; returns the number of pages read.
+    links of the same host not seen before; returns the number of pages read, and the time and
+    this process tree's CPU when the last was read (the browser still open, as the render
+    process's is when it is measured).
     """
     from playwright.async_api import async_playwright
 
@@ -193,17 +205,18 @@ async def playwright_crawl(seeds: list[str], pages: int, depth: int) -> int:
 
         workers = [asyncio.create_task(worker()) for _ in range(pages)]
         await queue.join()
+        finished, cpu = time.time(), tree_cpu(os.getpid())
         for task in workers:
             task.cancel()
         await browser.close()
-    return read
+    return read, finished, cpu
 
 
 def playwright_process(seeds: list[str], pages: int, answer: Any) -> None:
-    """Run `playwright_crawl` and answer (pages, seconds, CPU seconds of this process tree)."""
+    """Run `playwright_crawl` and answer (pages, seconds, CPU figures of this process tree)."""
     cpu, started = tree_cpu(os.getpid()), time.time()
-    done = asyncio.run(playwright_crawl(seeds, pages, DEPTH))
-    answer.put((done, time.time() - started, tree_cpu(os.getpid()) - cpu))
+    done, finished, cpu_after = asyncio.run(playwright_crawl(seeds, pages, DEPTH))
+    answer.put((done, finished - started, cpu_per_page(cpu, cpu_after, done)))
 
 
 def run_playwright(seeds: list[str]) -> dict[str, Any]:
@@ -218,7 +231,7 @@ def run_playwright(seeds: list[str]) -> dict[str, Any]:
     done, seconds, cpu = answer.get(timeout=1200)
     process.join(30)
     return {"pages": done, "failed": 0, "seconds": round(seconds, 1), "pages_per_s": round(done / seconds, 2),
-            "cpu_ms_per_page": round(1000 * cpu / done, 1), **sampler.figures()}  # fmt: skip
+            **cpu, **sampler.figures()}  # fmt: skip
 
 
 def run_crawl(cluster: TestCluster, spider: str, crawlid: str, seed: Callable[[], None],
@@ -240,10 +253,10 @@ def run_crawl(cluster: TestCluster, spider: str, crawlid: str, seed: Callable[[]
             last = time.time()
             break
         time.sleep(0.05)
-    cpu = tree_cpu(crawler.pid) - cpu
+    cpu = cpu_per_page(cpu, tree_cpu(crawler.pid), done)
     figures = {"pages": done, "failed": reading.count("failed") + reading.count("dead"),
                "seconds": round(last - first, 1), "pages_per_s": round(done / (last - first), 2),
-               "cpu_ms_per_page": round(1000 * cpu / done, 1), **sampler.figures()}  # fmt: skip
+               **cpu, **sampler.figures()}  # fmt: skip
     if spy is not None:
         spy.send_signal(2)  # py-spy writes its profile on SIGINT
         spy.wait(60)
@@ -307,7 +320,7 @@ def main() -> int:
         checks["every page fetched plainly"] = plain["pages"] == len(urls)
     print(f"render: {rendered['pages']} pages at {rendered['pages_per_s']} pages/s vs plain Playwright "
           f"{playwright['pages_per_s']} pages/s = {ratio}x; CPU per page {rendered['cpu_ms_per_page']} ms vs "
-          f"{playwright['cpu_ms_per_page']} ms (process + driver + browser)"
+          f"{playwright['cpu_ms_per_page']} ms (process + driver + browser: {_split(rendered)} vs {_split(playwright)})"
           + (f"; plain fetch {plain['pages_per_s']} pages/s" if plain else "") + "\n"
           f"peaks: render process {rendered['peak_crawler_rss_mib']} MiB, "
           f"browser {rendered['peak_browser_pss_mib']} MiB (bound {BROWSER_MEMORY_MAX}; Playwright's "
@@ -317,6 +330,10 @@ def main() -> int:
     path = write_result("render", figures, checks)
     print(f"written: {path}")
     return 0 if all(checks.values()) else 1
+
+
+def _split(figures: dict[str, Any]) -> str:
+    return " + ".join(str(figures[f"cpu_ms_per_page_{kind}"]) for kind in ("own", "driver", "browser"))
 
 
 def _render_figures(cluster: TestCluster) -> dict[str, Any]:

@@ -19,9 +19,10 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
-from playwright.async_api import Browser, BrowserContext, Page, Playwright, Route, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
 from utils.config.settings import Settings
@@ -33,6 +34,8 @@ CHROMIUM_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage")  # fmt: skip
 CHROMIUM_NAMES = ("chromium", "chrome", "headless_shell")
+CDP_TYPES = {name.lower(): name for name in ("Document", "Stylesheet", "Image", "Media", "Font", "Script", "TextTrack",
+             "XHR", "Fetch", "Prefetch", "EventSource", "WebSocket", "Manifest", "Ping", "Other")}  # fmt: skip
 CLOSE_TIMEOUT = 5.0  # seconds; a hung browser must not hold a page's download (and its lease) forever
 
 
@@ -101,7 +104,7 @@ class BrowserPool:
         async with self._slots:
             context = await self._acquire()
             try:
-                page = context.idle.pop() if context.idle else await context.handle.new_page()  # type: ignore[union-attr]
+                page = context.idle.pop() if context.idle else await self._new_page(context)
             except BaseException:
                 await self._release(context)
                 raise
@@ -179,19 +182,15 @@ class BrowserPool:
             if old.open == 0:
                 await _close(old)
         handle = await browser.handle.new_context()  # type: ignore[union-attr]
-        if self.config.blocked:
-            await handle.route("**/*", self._route)
         self._context = _Generation(handle, parent=browser)
         self.figures.contexts += 1
         return self._context
 
-    async def _route(self, route: Route) -> None:
-        """Blocked resource types are aborted before they leave the browser."""
-        with suppress(PlaywrightError):  # the page closed meanwhile
-            if route.request.resource_type in self.config.blocked:
-                await route.abort("blockedbyclient")
-            else:
-                await route.continue_()
+    async def _new_page(self, context: _Generation) -> Page:
+        page: Page = await context.handle.new_page()  # type: ignore[union-attr]
+        if self.config.blocked:
+            await block_resources(page, self.config.blocked)
+        return page
 
     def _retire_browser(self, reason: str) -> None:
         if self._browser is None or self._browser.retired:
@@ -213,6 +212,26 @@ class BrowserPool:
         self.figures.memory_peak = max(self.figures.memory_peak, self.figures.memory)
         if self.figures.memory > self.config.memory_max:
             self._retire_browser("memory")
+
+
+async def block_resources(page: Page, kinds: frozenset[str]) -> None:
+    """Requests of these resource types fail in the tab before they are sent ("blockedbyclient").
+
+    Chromium's Fetch domain pauses only the requests of those types. A Playwright route on
+    "**/*" paused every request of the page for a round trip through the driver and this process,
+    and turned the HTTP cache off (issue 37: driver 18.8 ms CPU per page, render process 28.5).
+    Frames of other sites run in their own renderer and are not covered.
+    """
+    session = await page.context.new_cdp_session(page)
+
+    async def fail(event: dict[str, Any]) -> None:
+        with suppress(PlaywrightError):  # the tab closed meanwhile
+            await session.send("Fetch.failRequest", {"requestId": event["requestId"], "errorReason": "BlockedByClient"})
+
+    session.on("Fetch.requestPaused", fail)
+    patterns = [{"urlPattern": "*", "resourceType": CDP_TYPES[kind], "requestStage": "Request"}
+                for kind in sorted(kinds) if kind in CDP_TYPES]  # fmt: skip
+    await session.send("Fetch.enable", {"patterns": patterns})
 
 
 def browser_memory(pid: int) -> int:

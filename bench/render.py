@@ -17,7 +17,9 @@ live tree plus what it reaped). Every 0.5 s the bench samples the process's own 
 RSS and its browser's memory (PSS summed over the Chromium processes, as the render process
 measures it to decide restarts): the browser's peak must stay under RENDER_BROWSER_MEMORY_MAX and
 the render process under CRAWLER_RSS_MAX. `--pages 2000 --plain-fetch` is the long memory run.
-`--profile DIR` records the render process with py-spy (speedscope, with its subprocesses).
+`--profile DIR` records the render process with py-spy (speedscope, with its subprocesses);
+`--variant RENDER_PAGES_PER_CONTEXT=100` (repeatable; KEY=VALUE,KEY=VALUE) adds a render crawl
+with those settings to the same run, to weigh a setting by its ratio.
 Writes bench/results/render.json.
 """
 
@@ -235,9 +237,14 @@ def run_playwright(seeds: list[str]) -> dict[str, Any]:
 
 
 def run_crawl(cluster: TestCluster, spider: str, crawlid: str, seed: Callable[[], None],
-              profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
+              profile: Path | None = None, settings: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """Start one crawler of `spider`, call `seed()`, and time it from the seeding to the last page."""
-    crawler = cluster.start("crawl", "--spider", spider, name=crawlid)
+    env = cluster.env
+    cluster.env = {**env, **{f"SHOAL_{k}": v for k, v in (settings or {}).items()}}
+    try:
+        crawler = cluster.start("crawl", "--spider", spider, name=crawlid)
+    finally:
+        cluster.env = env
     wait_until(lambda: "Scheduler opened" in crawler.log_path.read_text(), timeout=120)
     sampler = MemorySampler(crawler.pid)
     sampler.start()
@@ -276,6 +283,7 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=300, help="scripted pages in all (4 hosts); 300 by default")
     parser.add_argument("--plain-fetch", action="store_true", help="also time the link spider's plain fetch")
     parser.add_argument("--profile", type=Path, help="record the render process with py-spy into this folder")
+    parser.add_argument("--variant", action="append", default=[], help="KEY=VALUE,...: one more render crawl")
     args = parser.parse_args()
     pages_per_host = args.pages // HOSTS
     port = free_port()
@@ -297,6 +305,12 @@ def main() -> int:
                 cluster, seeds, "render", "rendered", maxdepth=DEPTH, attrs={"wait_for": READY_SELECTOR}),
                 args.profile)  # fmt: skip
             figures_log = _render_figures(cluster)
+            variants = {}
+            for n, variant in enumerate(args.variant):
+                settings = dict(pair.split("=", 1) for pair in variant.split(","))
+                variants[variant] = run_crawl(cluster, "render", f"variant{n}", lambda n=n: enqueue(
+                    cluster, seeds, "render", f"variant{n}", maxdepth=DEPTH, attrs={"wait_for": READY_SELECTOR}),
+                    settings=settings)  # fmt: skip
     finally:
         server.terminate()
         server.join(10)
@@ -309,6 +323,12 @@ def main() -> int:
                "browser_memory_max_mib": BROWSER_MEMORY_MAX, "crawler_rss_max_mib": CRAWLER_RSS_MAX}  # fmt: skip
     if plain is not None:
         figures.update({f"plain_{k}": v for k, v in plain.items()})
+    for variant, result in variants.items():
+        result["vs_playwright"] = round(result["pages_per_s"] / playwright["pages_per_s"], 3)
+        figures[f"variant {variant}"] = result
+        print(f"variant {variant}: {result['pages_per_s']} pages/s = "
+              f"{result['vs_playwright']}x; CPU per page {result['cpu_ms_per_page']} ms "
+              f"({_split(result)})")  # fmt: skip
     checks = {
         "every page rendered, none failed": rendered["pages"] == len(urls) and rendered["failed"] == 0,
         "plain Playwright read every page": playwright["pages"] == len(urls),

@@ -124,6 +124,7 @@ def test_kafka_node_keeps_stock_limits_and_its_log_in_the_data_dir(tmp_path: Pat
     assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092"
     assert props["log.dirs"] == str(tmp_path / "log")
     assert props["offsets.topic.replication.factor"] == "1"
+    assert props["metadata.max.idle.interval.ms"] == "5000"  # idle cost (issue 37): not a no-op record every 500 ms
     assert not any(name.startswith(("message.max.bytes", "replica.fetch.max")) for name in props)
 
 

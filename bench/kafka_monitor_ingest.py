@@ -1,18 +1,24 @@
 """Kafka monitor ingest: crawl requests per second one monitor process moves from Kafka into Redis.
 
-Target (DESIGN.md): >= 20,000 requests/s per process; Scrapy Cluster backlogged at ~70/s (its
-issue #221). The benchmark starts its own Redis and broker on free ports in a temporary directory,
-fills the incoming topic with N distinct crawl requests (1,000 domains, 10 crawls), then times one
-in-process monitor from its first batch to its last commit, and checks every request was queued.
-It runs at LOG_LEVEL=WARNING and at LOG_LEVEL=INFO (one JSON "Added crawl to Redis" line per
-request, to stdout redirected to a file as under supervisord, as Scrapy Cluster's ELK setup needs),
-`--repeat` times each (default 3), and reports the median. Besides wall-clock requests/s it reports
-requests per CPU-second of the monitor process, which other load on the machine barely changes.
-Redis runs without its append-only file (its rewrites would take a core at random moments).
+Target (DESIGN.md, issue 37): >= 20,000 requests/s per process at the default LOG_LEVEL (INFO);
+Scrapy Cluster backlogged at ~70/s (its issue #221). The benchmark starts its own Redis and broker
+on free ports in a temporary directory, fills the incoming topic with N distinct crawl requests
+(1,000 domains, 10 crawls), then times one in-process monitor from its first batch to its last
+commit, and checks every request was queued. It runs at LOG_LEVEL=WARNING and at LOG_LEVEL=INFO
+(one JSON "Added crawl to Redis" line per batch with its counts per appid and crawlid; the line
+per request is DEBUG's), logging to stdout redirected to a file as under supervisord, `--repeat`
+times each (default 3), and reports the median. Besides wall-clock requests/s it reports requests
+per CPU-second of the monitor process, which other load on the machine barely changes. Redis runs
+without its append-only file (its rewrites would take a core at random moments).
+
+`--idle SECONDS` measures instead a real `shoal kafka-monitor` process with nothing to read: its
+CPU % of one core from /proc (utime+stime) over the window, the broker's apart, then how long a
+request sent to it then takes to be queued (issue 37: all of a node's Shoal processes <= 2 %).
 
     .venv/bin/python -m bench.kafka_monitor_ingest [--messages N] [--repeat R] [--profile] [-s NAME=VALUE]
+    .venv/bin/python -m bench.kafka_monitor_ingest --idle 60
 
-Prints the figures and writes bench/results/kafka_monitor_ingest.json.
+Prints the figures and writes bench/results/kafka_monitor_ingest.json (or kafka_monitor_idle.json).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import logging
 import os
 import platform
 import pstats
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +48,8 @@ from utils.frontier import keys
 from utils.services import LocalServices, start_local_services
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[1]
+TICKS = os.sysconf("SC_CLK_TCK")
 TARGET = 20_000  # requests/s per process (DESIGN.md)
 DOMAINS = 1000
 CRAWLS = 10
@@ -182,6 +191,81 @@ def run(count: int, profile: bool, repeat: int, overrides: dict[str, Any]) -> di
     return figures
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, its threads included, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def idle_cpu(seconds: float = 60.0, settle: float = 10.0, wakes: int = 10) -> dict[str, float]:
+    """% of one core a `shoal kafka-monitor` process spends with nothing to read (default settings,
+    INFO), the broker's own figure apart, then how long a request sent to the idle monitor takes to
+    be queued in Redis (`wakes` of them, 1 s apart: a longer idle wait must not delay the first).
+    The monitor is a real process (metrics server included), measured from /proc once it has
+    joined its group and `settle` seconds have passed."""
+    with (
+        tempfile.TemporaryDirectory(prefix="shoal-bench-km-idle-") as tmp,
+        start_local_services(Path(tmp) / "services", services=["redis", "kafka"]) as services,
+    ):
+        settings = settings_for(services, "INFO", {})
+        log_path = Path(tmp) / "kafka-monitor.log"
+        with open(log_path, "wb") as log_file:
+            argv = [sys.executable, "-m", "utils.cli.main", "kafka-monitor"]
+            env = _monitor_environ(settings)
+            proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+            try:
+                _wait_joined(log_path, proc)
+                time.sleep(settle)
+                pids = {"kafka_monitor": proc.pid, "broker": services.broker.pid or 0}
+                before, began = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic()
+                time.sleep(seconds)
+                after, window = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic() - began
+                latencies = wake_latencies(settings, wakes)
+            finally:
+                proc.terminate()
+                proc.wait(30)
+    figures = {f"{name}_percent": round(100 * (after[name] - before[name]) / window, 2) for name in pids}
+    return {**figures, "wake_p50_ms": round(1000 * sorted(latencies)[len(latencies) // 2], 1),
+            "wake_max_ms": round(1000 * max(latencies), 1)}  # fmt: skip
+
+
+def wake_latencies(settings: Settings, count: int) -> list[float]:
+    """Seconds from producing one request to an idle monitor until Redis counts it queued."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": settings.get_list("KAFKA_HOSTS")[0], "linger.ms": 0})
+    latencies = []
+    for i in range(count):
+        time.sleep(1.0)  # idle again
+        queued = _queued(settings)
+        began = time.perf_counter()
+        producer.produce(settings.incoming_topic, ujson.dumps(request(i)).encode())
+        producer.flush(10)
+        while _queued(settings) == queued:
+            if time.perf_counter() - began > 30:
+                raise RuntimeError("a request to the idle monitor was not queued within 30 s")
+            time.sleep(0.001)
+        latencies.append(time.perf_counter() - began)
+    return latencies
+
+
+def _monitor_environ(settings: Settings) -> dict[str, str]:
+    """The environment of a monitor process with the bench's `settings`, every other setting its default."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    for name in ("REDIS_HOST", "REDIS_PORT", "KAFKA_TOPIC_PREFIX", "KAFKA_GROUP"):
+        env[f"SHOAL_{name}"] = settings.get_str(name)
+    env["SHOAL_KAFKA_HOSTS"] = settings.get_list("KAFKA_HOSTS")[0]
+    return env
+
+
+def _wait_joined(log_path: Path, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while b"Partitions assigned" not in log_path.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the kafka monitor never joined its group:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
 def _median(values: Any) -> int:
     ordered = sorted(values)
     return int(ordered[len(ordered) // 2])
@@ -193,7 +277,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per log level; the median is reported")
     parser.add_argument("--profile", action="store_true", help="print where the monitor's time goes")
     parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting")
+    parser.add_argument("--idle", type=float, metavar="SECONDS", help="only measure the idle monitor's CPU")
     args = parser.parse_args()
+    if args.idle:
+        idle = idle_cpu(args.idle)
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "kafka_monitor_idle.json").write_text(json.dumps({"seconds": args.idle, **idle}, indent=2) + "\n")
+        print(f"idle kafka monitor: {idle['kafka_monitor_percent']} % of one core over {args.idle:g} s "
+              f"(broker apart: {idle['broker_percent']} %); a request to it queued in {idle['wake_p50_ms']} ms "
+              f"(p50, max {idle['wake_max_ms']} ms)")  # fmt: skip
+        return
     overrides = dict(pair.split("=", 1) for pair in args.set)
     figures = run(args.messages, args.profile, args.repeat, overrides)
     best = figures["log_warning"]["requests_per_s"]

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_monitor.batch_log import LogEvent
 from utils.config.redact import redact_secrets
 from utils.frontier import NewRequest
 
@@ -51,19 +52,21 @@ def message_fingerprint(timestamp: int | None, key: bytes | str | None, value: b
 class Batch:
     """Everything a batch writes; the Redis part goes out in one pipeline before any answer.
 
-    `verbose` is whether INFO is logged: the per-message "Added ... to Redis" events (Scrapy
-    Cluster's, kept for ELK) cost more than validating a message, so they are only built when
-    someone will read them. `ts` is Scrapy Cluster's `ts` field, one reading per batch.
+    `verbose` is whether INFO is logged (the batch's "Added ... to Redis" lines, counted per appid
+    and crawlid: kafka_monitor/batch_log.py), `detailed` whether DEBUG is (Scrapy Cluster's line per
+    message, with its fields: built only then, it costs more than validating the message). `ts` is
+    Scrapy Cluster's `ts` field, one reading per batch.
     """
 
     verbose: bool = True
+    detailed: bool = False
     ts: float = field(default_factory=lambda: round(time.time(), 3))
     requests: list[NewRequest] = field(default_factory=list)
     commands: list[Command] = field(default_factory=list)
     answers: list[dict[str, Any]] = field(default_factory=list)
     answer_of: dict[int, dict[str, Any]] = field(default_factory=dict)  # request index -> its acknowledgement
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
-    log_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # after the write
+    log_events: list[LogEvent] = field(default_factory=list)  # logged after the commit
     handled: dict[str, int] = field(default_factory=dict)  # plugin stats name -> messages
     failed: int = 0
     total: int = 0
@@ -95,7 +98,7 @@ class Batch:
 
     def emptied(self) -> Batch:
         """A batch like this one (same ts and verbosity) with nothing in it."""
-        return Batch(verbose=self.verbose, ts=self.ts)
+        return Batch(verbose=self.verbose, detailed=self.detailed, ts=self.ts)
 
     def acknowledge(self, answer: dict[str, Any]) -> None:
         """Answer the request just added once it is written: "queued", or why it was not."""
@@ -114,10 +117,12 @@ class Batch:
         self.handled[plugin] = self.handled.get(plugin, 0) + 1
 
     def log(self, event: str, message: dict[str, Any]) -> None:
-        """Scrapy Cluster's success event: the request plus parsed/valid, logged after the write.
-
-        Fields left at a null default are not repeated on every line (a fifth of its cost, measured).
-        """
-        if self.verbose:
+        """Scrapy Cluster's success event, counted in the batch's line; at DEBUG also the message's own
+        line (the request plus parsed/valid). Null defaults are left out of it (a fifth of its cost)."""
+        if not self.verbose:
+            return
+        fields = None
+        if self.detailed:
             fields = {k: v for k, v in redact_secrets(message).items() if v is not None}
-            self.log_events.append((event, {**fields, "parsed": True, "valid": True}))
+            fields.update(parsed=True, valid=True)
+        self.log_events.append((event, message.get("appid"), message.get("crawlid"), fields))

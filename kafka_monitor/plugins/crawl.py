@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 
 from kafka_monitor.batch import Batch, Command, Origin
 from kafka_monitor.sink_check import SinkCheck
-from kafka_monitor.urls import domain_and_fingerprint
+from kafka_monitor.urls import domain_and_fingerprint, url_refusal
 from utils.config.address_policy import AddressPolicy, fetched_url
 from utils.config.errors import InvalidMessage
 from utils.config.safe_regex import InvalidRegex, check_regexes
@@ -112,7 +112,7 @@ class CrawlHandler:
         """The URL, and the request's own proxy, as the address policy judges them (the crawler again)."""
         if self.policy is None:
             return
-        refusal = self.policy.url_refusal(url)
+        refusal = url_refusal(self.policy, url)
         if refusal:
             raise InvalidMessage("refused crawl request", cause=f"url: refused by the address policy ({refusal})")
         refusal = self.policy.proxy_refusal(proxy) if isinstance(proxy, str) and proxy else None

@@ -123,12 +123,13 @@ def assert_crawler_metrics(samples: Any, firehose_pages: int) -> None:
 
 
 def assert_kafka_monitor_log(entries: list[dict[str, Any]], seeds: list[str]) -> None:
+    # At INFO one line per batch counts the crawl requests it added, per appid and crawlid (issue 37).
     added = events(entries, "Added crawl to Redis")
-    assert sorted(entry["url"] for entry in added) == sorted(seeds)
+    assert sum(entry["count"] for entry in added) == len(seeds)
     for entry in added:
-        assert (entry["parsed"], entry["valid"], entry["appid"], entry["crawlid"]) == (True, True, "obs", "o1")
-        assert entry["level"] == "INFO"
-    assert events(entries, "Added action to Redis")
+        assert (entry["parsed"], entry["valid"], entry["level"]) == (True, True, "INFO")
+        assert (entry["appids"], entry["crawlids"]) == ({"obs": entry["count"]}, {"o1": entry["count"]})
+    assert sum(entry["count"] for entry in events(entries, "Added action to Redis")) == 1
 
 
 def assert_crawler_log(entries: list[dict[str, Any]]) -> None:

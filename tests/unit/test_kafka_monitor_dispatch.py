@@ -49,8 +49,8 @@ def dispatcher(**plugins: int | None) -> Dispatcher:
     return Dispatcher(load_plugins(spec, settings))
 
 
-def run(*values: Any, verbose: bool = True, **plugins: int | None) -> Batch:
-    return dispatcher(**plugins).process(records(*values), Batch(verbose=verbose))
+def run(*values: Any, verbose: bool = True, detailed: bool = False, **plugins: int | None) -> Batch:
+    return dispatcher(**plugins).process(records(*values), Batch(verbose=verbose, detailed=detailed))
 
 
 def test_the_default_plugins_load_in_scrapy_clusters_rank_order() -> None:
@@ -179,12 +179,14 @@ def test_a_handler_may_refuse_a_message_with_its_own_reason() -> None:
     assert batch.answers[0]["error"] == {"message": "refused", "cause": "because"}
 
 
-def test_success_events_are_only_built_when_info_is_logged() -> None:
-    assert [event for event, _ in run(CRAWL, INFO, STATS, ZOOKEEPER).log_events] == [
-        "Added crawl to Redis", "Added action to Redis", "Added stat request to Redis",
-        "Added zookeeper action to Redis",
+def test_success_events_are_counted_at_info_and_detailed_only_at_debug() -> None:
+    assert [event[:3] for event in run(CRAWL, INFO, STATS, ZOOKEEPER).log_events] == [
+        ("Added crawl to Redis", "testapp", "abc123"), ("Added action to Redis", "testapp", "ABC123"),
+        ("Added stat request to Redis", "testapp", None), ("Added zookeeper action to Redis", "madisonTest", None),
     ]  # fmt: skip
-    _, fields = run(CRAWL).log_events[0]
+    assert run(CRAWL).log_events[0][3] is None  # INFO: no per-message fields are built
+    fields = run(CRAWL, detailed=True).log_events[0][3]
+    assert fields is not None
     assert fields["parsed"] is True and fields["valid"] is True and fields["url"] == CRAWL["url"]  # noqa: PT018
     assert not run(CRAWL, INFO, verbose=False).log_events
 

@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from w3lib.url import canonicalize_url
 
-from kafka_monitor.urls import domain_and_fingerprint
+from kafka_monitor.urls import domain_and_fingerprint, url_refusal
+from utils.config.address_policy import AddressPolicy
+from utils.config.settings import Settings
 from utils.frontier.domains import url_domain
 from utils.frontier.fingerprint import PLAIN_URL, canonical_fingerprint, fingerprint
 
@@ -55,3 +57,38 @@ def test_urls_needing_canonicalisation_take_the_slow_path(url: str) -> None:
 def test_unfiltered_requests_have_no_fingerprint() -> None:
     assert domain_and_fingerprint("http://www.a.com/x", "GET", None, filtered=False) == ("a.com", None)
     assert domain_and_fingerprint("http://www.a.com/?x", "GET", None, filtered=False) == ("a.com", None)
+
+
+DEFAULT_POLICY = AddressPolicy.from_settings(Settings.load(environ={}))
+policies = st.builds(
+    lambda schemes, deny_private, longest: AddressPolicy(
+        schemes=frozenset(schemes), denied=DEFAULT_POLICY.denied, deny_private=deny_private, max_url_length=longest
+    ),
+    st.sampled_from([("http", "https"), ("https",)]),
+    st.booleans(),
+    st.sampled_from([0, 30, 2083]),
+)
+ip_host = st.one_of(
+    st.ip_addresses(v=4).map(str),
+    st.sampled_from(["169.254.169.254", "10.0.0.1", "127.0.0.1", "2852039166", "0xa9.0xfe.0xa9.0xfe", "0251.254.1.1"]),
+)
+ip_url = st.builds(
+    lambda scheme, host, port, path: f"{scheme}://{host}{port}/{path}",
+    st.sampled_from(["http", "https", "ftp"]),
+    ip_host,
+    st.sampled_from(["", ":8080", ":70000", ":0"]),
+    segment,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(policies, st.one_of(plain_url, other_url, ip_url))
+def test_url_refusal_fast_path_agrees_with_the_policy(policy: AddressPolicy, url: str) -> None:
+    assert url_refusal(policy, url) == policy.url_refusal(url)
+
+
+def test_plain_urls_longer_than_the_limit_are_refused() -> None:
+    policy = AddressPolicy(schemes=frozenset({"http"}), denied=(), max_url_length=30)
+    url = "http://a.com/" + "x" * 17  # 30 characters
+    assert url_refusal(policy, url) is None
+    assert url_refusal(policy, url + "y") == policy.url_refusal(url + "y") == "url_length"

@@ -153,7 +153,7 @@ SCRAPY_SETTINGS_MODULE = ""  # module path; a Scrapy settings module merged befo
 # --- Rendering (the `render` spider: pages loaded in headless Chromium) ------------------------
 RENDER_BROWSER_PATH = "/usr/bin/chromium"  # path; the Chromium the render spider drives (Debian's package)
 RENDER_MAX_PAGES = 4  # pages; browser pages open at once in one render process (its concurrency)
-RENDER_PAGES_PER_CONTEXT = 20  # pages; a fresh browser context (cookies, cache, storage) after this many
+RENDER_PAGES_PER_CONTEXT = 100  # pages; a fresh browser context (cookies, cache, storage) after this many (issue 37)
 RENDER_PAGES_PER_BROWSER = 200  # pages; the browser is restarted after this many (browsers leak); 0 = never
 RENDER_BROWSER_MEMORY_MAX = 768  # MiB; the browser is restarted when its processes' resident memory passes this
 RENDER_MEMORY_CHECK_INTERVAL = 2.0  # seconds; shortest time between two measurements of the browser's memory

@@ -58,6 +58,7 @@ def shoal(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def idle_node(services: str, keep: bool = False) -> Iterator[tuple[NodeLayout, dict[str, str]]]:
     """A node up under a temporary run root; `shoal down` and removed afterwards (unless `keep`)."""
     root = Path(tempfile.mkdtemp(prefix="shoal-idle-"))
+    root.chmod(0o755)  # PostgreSQL, started as root, runs as `postgres` with its data below it
     env = node_environ(root, services)
     layout = resolve_layout(Settings.load(environ=env), NODE)
     try:

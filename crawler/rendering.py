@@ -58,11 +58,18 @@ class Renderer:
         self.settle = cast(Settle, settle)
         self.timeout = settings.get_float("RENDER_TIMEOUT")
         self.pool = BrowserPool(BrowserConfig.from_settings(settings))
+        # Taken before RENDER_TIMEOUT starts: the spider leases more requests than it has tabs (so no
+        # tab waits for the frontier), and one waiting for a tab has not begun to render.
+        self.tabs = asyncio.Semaphore(self.pool.config.max_pages)
         self.stats = RenderStats.from_crawler(crawler, self.pool.figures)
         self.closed = False
 
     async def render(self, request: Request) -> Response:
         """The page as its rendered DOM, or RenderTimeout / RenderError (both retried)."""
+        async with self.tabs:
+            return await self._timed(request)
+
+    async def _timed(self, request: Request) -> Response:
         started = time.monotonic()
         try:
             response = await asyncio.wait_for(self._render(request), self.timeout)

@@ -14,6 +14,7 @@ from scrapy.settings import BaseSettings
 from crawler.spiders.link import LinkSpider
 
 HANDLER = "crawler.rendering.RenderDownloadHandler"
+LEASED_PER_TAB = 2  # requests in flight per browser tab: one rendering, one waiting for it
 
 
 class RenderSpider(LinkSpider):
@@ -27,5 +28,6 @@ class RenderSpider(LinkSpider):
         settings.set("DOWNLOAD_HANDLERS", {"http": HANDLER, "https": HANDLER}, "spider")
         # The add-on hands Shoal's CONCURRENT_REQUESTS to Scrapy (a spider may not set it): the
         # render spider's concurrency is its open-page limit, so it changes Shoal's own value.
-        changed = shoal.copy_with(CONCURRENT_REQUESTS=pages, CONCURRENT_REQUESTS_PER_DOMAIN=pages)
+        leased = LEASED_PER_TAB * pages  # the handler renders `pages` of them at a time
+        changed = shoal.copy_with(CONCURRENT_REQUESTS=leased, CONCURRENT_REQUESTS_PER_DOMAIN=leased)
         settings.set("SHOAL", changed, settings.getpriority("SHOAL") or "project")

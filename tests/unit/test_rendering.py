@@ -70,7 +70,7 @@ def test_the_render_spider_is_listed_and_downloads_through_the_browser_with_its_
     crawler = get_crawler(RenderSpider, settings)
     handlers = crawler.settings.getdict("DOWNLOAD_HANDLERS")
     assert (handlers["http"], handlers["https"]) == (HANDLER, HANDLER)
-    assert crawler.settings.getint("CONCURRENT_REQUESTS") == 3
+    assert crawler.settings.getint("CONCURRENT_REQUESTS") == 6  # 3 tabs, each with its next page leased
     assert load_object(HANDLER).lazy is False
 
 

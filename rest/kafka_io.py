@@ -9,17 +9,6 @@ from utils.config.settings import Settings
 from utils.services import broker_ready
 
 DEFAULT_KAFKA_PORT = 9092
-# Apache Kafka answers a waiting fetch as soon as a record arrives, so an idle consumer may wait long:
-# at 50 ms the outbound consumer cost the gateway and the broker 20 fetches/s (issue 37). Tansu does
-# not wake a waiting fetch early: there every answer would wait up to the full wait.
-FETCH_MAX_WAIT_MS = 500  # Kafka's own default
-TANSU_FETCH_MAX_WAIT_MS = 50
-
-
-def fetch_max_wait_ms(settings: Settings) -> int:
-    """How long the broker may hold an idle fetch of the gateway's consumers (ms)."""
-    return TANSU_FETCH_MAX_WAIT_MS if settings.get_str("LOCAL_KAFKA") == "tansu" else FETCH_MAX_WAIT_MS
-
 
 def broker_reachable(settings: Settings) -> bool:
     """A broker of KAFKA_HOSTS answers a Metadata request (a cheap probe, no client state)."""
@@ -35,8 +24,7 @@ def consumer_at_end(settings: Settings, topic: str) -> KafkaConsumer:
     positioned at their end now, so nothing sent after this call is missed. A missing topic is
     created first (as the monitors do), so its partitions are known."""
     ensure_topics(settings, [topic])
-    wait_ms = fetch_max_wait_ms(settings)
-    consumer = kafka_consumer(settings, [], None, auto_offset_reset="latest", fetch_max_wait_ms=wait_ms)
+    consumer = kafka_consumer(settings, [], None, auto_offset_reset="latest")
     partitions = consumer.partitions_for_topic(topic) or {0}
     assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
     consumer.assign(assigned)

@@ -26,7 +26,7 @@ from sink.schema import Tables
 from sink.stats import SinkStats
 from sink.store import Store, Written, unavailable
 from utils.config.clients import ensure_topics, kafka_producer
-from utils.config.consumer import read_to_end
+from utils.config.consumer import IDLE_POLL_MS, read_to_end
 from utils.config.postgres import postgres_conninfo, postgres_target
 from utils.config.settings import Settings
 from utils.observability.metrics import (
@@ -84,21 +84,22 @@ class Sink:
             self._set_up(False, exc)  # the first batch waits for it
         while not stop.is_set():
             try:
-                self.run_once(stop)
+                self.run_once(stop, IDLE_POLL_MS)
             except KafkaError as exc:
                 log.error("Kafka error; the batch will be read again", extra={"error": repr(exc)})
                 set_dependency_up("kafka", False)
                 stop.wait(KAFKA_BACKOFF)
         self.close()
 
-    def run_once(self, stop: threading.Event | None = None) -> int:
-        """One batch: poll, store, commit. Returns the messages handled (0 when none came)."""
+    def run_once(self, stop: threading.Event | None = None, wait_ms: int | None = None) -> int:
+        """One batch: poll (at most `wait_ms`, default KAFKA_CONSUMER_TIMEOUT), store, commit.
+        Returns the messages handled (0 when none came)."""
         stop = stop or threading.Event()
         mark_loop()
         self._update_lag()
         if self.stats is not None:
             self.stats.tick()
-        records = self.feed.poll_batch(self.poll_ms, self.batch_size, self.linger)
+        records = self.feed.poll_batch(wait_ms or self.poll_ms, self.batch_size, self.linger)
         if not records:
             return 0
         began = time.monotonic()

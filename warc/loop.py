@@ -25,7 +25,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError
 
 from utils.config.clients import ensure_topics, kafka_consumer, subscribe
-from utils.config.consumer import commit_past, read_to_end
+from utils.config.consumer import IDLE_POLL_MS, commit_past, read_to_end
 from utils.config.settings import Settings
 from utils.observability.metrics import mark_loop, observe_batch, set_dependency_up
 from warc.files import Rotation, WarcFiles, recover
@@ -95,17 +95,18 @@ class Archiver:
         log.info("WARC writer started", extra={"directory": str(self.files.directory)})
         while not stop.is_set():
             try:
-                self.run_once()
+                self.run_once(wait_ms=IDLE_POLL_MS)
             except KafkaError as exc:
                 log.error("Kafka error; the batch will be read again", extra={"error": repr(exc)})
                 set_dependency_up("kafka", False)
                 stop.wait(KAFKA_BACKOFF)
         self.close()
 
-    def run_once(self, stop: threading.Event | None = None) -> int:
-        """One batch: poll, write, sync, commit; then rotate if the file is due. The messages handled."""
+    def run_once(self, stop: threading.Event | None = None, wait_ms: int | None = None) -> int:
+        """One batch: poll (at most `wait_ms`, default KAFKA_CONSUMER_TIMEOUT), write, sync, commit;
+        then rotate if the file is due. The messages handled."""
         mark_loop()
-        batch = self.consumer.poll(timeout_ms=self.poll_ms, max_records=self.batch_size)
+        batch = self.consumer.poll(timeout_ms=wait_ms or self.poll_ms, max_records=self.batch_size)
         records = [record for part in batch.values() for record in part]
         if records:
             began = time.monotonic()

@@ -26,6 +26,13 @@ log = logging.getLogger(__name__)
 
 TOPIC_READY_TIMEOUT = 10.0  # seconds ensure_topics waits for new topics' partition leaders
 MESSAGE_OVERHEAD = 64 * 1024  # bytes a page message may exceed KAFKA_PRODUCER_MAX_REQUEST_SIZE by (JSON, batch)
+# How long a broker may hold a consumer's fetch that finds nothing. Apache Kafka answers a waiting
+# fetch as soon as a record arrives, so a long wait delays nothing and only sets how often an idle
+# consumer and the broker wake: at 50 ms each idle consumer cost itself and the broker 20 fetches/s
+# (issue 37: the sink idled at 5 % of a core). Tansu does not wake a waiting fetch early: there
+# every message would wait up to the full wait, so it keeps 50 ms.
+FETCH_MAX_WAIT_MS = 500  # Apache Kafka's own default
+TANSU_FETCH_MAX_WAIT_MS = 50
 
 T = TypeVar("T")
 RedisClient = Any  # redis.Redis or redis.RedisCluster; both speak the same command API
@@ -200,6 +207,11 @@ def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
     return _connected(settings, "producer", lambda: KafkaProducer(**config))
 
 
+def fetch_max_wait_ms(settings: Settings) -> int:
+    """The broker's most wait on a consumer's empty fetch (ms): see FETCH_MAX_WAIT_MS."""
+    return TANSU_FETCH_MAX_WAIT_MS if settings.get_str("LOCAL_KAFKA") == "tansu" else FETCH_MAX_WAIT_MS
+
+
 def kafka_consumer(
     settings: Settings, topics: list[str], group_id: str | None, **overrides: Any
 ) -> KafkaConsumer:
@@ -214,7 +226,7 @@ def kafka_consumer(
         "session_timeout_ms": settings.get_int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS"),
         "heartbeat_interval_ms": settings.get_int("KAFKA_CONSUMER_HEARTBEAT_MS"),
         "max_poll_interval_ms": settings.get_int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS"),
-        "fetch_max_wait_ms": 50,  # an idle consumer answers a new message within 50 ms, not 500
+        "fetch_max_wait_ms": fetch_max_wait_ms(settings),
         **kafka_security(settings),
     }
     config.update(overrides)

@@ -67,8 +67,10 @@ TOPICS = ("outbound_firehose", "dead_letter", "crawled_firehose", "items")  # cr
 KAFKA_BACKOFF = 1.0  # seconds before a batch that failed on Kafka is read again
 LAG_EVERY = 1.0  # seconds between consumer-lag updates (a position lookup per partition)
 # An idle monitor's waits. The broker answers a waiting fetch, and poll() returns, as soon as a message
-# arrives, so neither delays a request; they set how often an idle monitor wakes. At 50 ms each it
-# took 4.6 % of a core and the broker 8.0 %; at these, 0.7 % and 2.8 % (issue 37, 40 s windows).
+# arrives, so neither delays a request (idle wake-up p50 8 ms; bench.latency p50 115 ms); they set how
+# often an idle monitor wakes. At 50 ms each it took 4.8 % of a core and the broker 7.5 %; at these,
+# 0.68 % and 3.1 % (issue 37, 60 s windows; 2 s each gave 0.37 % and 2.0 % in 30 s windows, but its
+# effect on --burst and on the test suite's time is not measured yet).
 FETCH_WAIT_MS = 500  # the consumer's fetch_max_wait_ms (utils.config.clients says 50)
 IDLE_POLL_MS = 1000  # run()'s poll when no batch is in flight; about once a second for the housekeeping
 KINDS = {"ScraperHandler": "crawl", "ActionHandler": "action", "StatsHandler": "stats",

@@ -45,7 +45,7 @@ from utils.config.clients import (
     redis_client,
     subscribe,
 )
-from utils.config.consumer import read_to_end
+from utils.config.consumer import IDLE_POLL_MS, read_to_end
 from utils.config.errors import ServiceUnavailable
 from utils.config.plugins import load_plugins
 from utils.config.settings import Settings
@@ -66,13 +66,11 @@ log = logging.getLogger(__name__)
 TOPICS = ("outbound_firehose", "dead_letter", "crawled_firehose", "items")  # created with incoming when missing
 KAFKA_BACKOFF = 1.0  # seconds before a batch that failed on Kafka is read again
 LAG_EVERY = 1.0  # seconds between consumer-lag updates (a position lookup per partition)
-# An idle monitor's waits. The broker answers a waiting fetch, and poll() returns, as soon as a message
-# arrives, so neither delays a request (idle wake-up p50 8 ms; bench.latency p50 115 ms); they set how
-# often an idle monitor wakes. At 50 ms each it took 4.8 % of a core and the broker 7.5 %; at these,
-# 0.68 % and 3.1 % (issue 37, 60 s windows; 2 s each gave 0.37 % and 2.0 % in 30 s windows, but its
-# effect on --burst and on the test suite's time is not measured yet).
-FETCH_WAIT_MS = 500  # the consumer's fetch_max_wait_ms (utils.config.clients says 50)
-IDLE_POLL_MS = 1000  # run()'s poll when no batch is in flight; about once a second for the housekeeping
+# An idle monitor's waits: utils.config.clients's fetch_max_wait (500 ms on Apache Kafka, which answers
+# a waiting fetch at the first record) and run()'s IDLE_POLL_MS (poll() returns at the first record).
+# At 50 ms each the idle monitor took 4.8 % of a core and the broker 7.5 %; at these, 0.68 % and 3.1 %
+# (issue 37, 60 s windows; idle wake-up p50 8 ms, bench.latency p50 115 ms). 2 s each gave 0.37 % and
+# 2.0 % in 30 s windows; its effect on --burst and on the suite's time is not measured yet.
 KINDS = {"ScraperHandler": "crawl", "ActionHandler": "action", "StatsHandler": "stats",
          "ZookeeperHandler": "zookeeper"}  # plugin stats name -> the incoming metric's kind  # fmt: skip
 
@@ -117,7 +115,7 @@ class KafkaMonitor:
     def from_settings(cls, settings: Settings) -> KafkaMonitor:
         incoming = settings.incoming_topic
         ensure_topics(settings, [incoming, *(settings.topic(t) for t in TOPICS)])
-        consumer = kafka_consumer(settings, [], settings.get_str("KAFKA_GROUP"), fetch_max_wait_ms=FETCH_WAIT_MS)
+        consumer = kafka_consumer(settings, [], settings.get_str("KAFKA_GROUP"))
         client = redis_client(settings)
         plugins = load_plugins(settings.get_dict("KAFKA_MONITOR_PLUGINS"), settings)
         monitor = cls(settings, consumer, kafka_producer(settings), client, plugins)

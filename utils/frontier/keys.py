@@ -43,6 +43,12 @@ def heads(spiderid: str) -> str:
     return f"{spiderid}:heads"
 
 
+def wake(spiderid: str) -> str:
+    """LIST holding at most one token, pushed when the spider's queues gain work (lib/wake.lua):
+    an idle crawler blocks on it (BLPOP) and pops at once, instead of polling."""
+    return f"{spiderid}:wake"
+
+
 def line(spiderid: str) -> str:
     """ZSET `<13-hex µs when it is next due><domain>` -> the domain's best queue score: every domain with
     queued requests, each class (score) in the order its domains fall due (utils/frontier/lua/lib/domain_sets.lua)."""

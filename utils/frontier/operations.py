@@ -29,6 +29,7 @@ from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settleme
 __all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
 DUPEFILTER_MODES = ("exact", "bloom")
+WAKE_TTL = 60  # seconds a wake-up token waits for a crawler (lua/lib/wake.lua: WAKE_TTL)
 T = TypeVar("T")
 
 
@@ -259,6 +260,30 @@ class Frontier:
                     due[tag] = min(times)
             planner.learn_heads(best, due, now)
         return planner
+
+    # --- idle wait ---------------------------------------------------------------------------------
+    @property
+    def can_wait(self) -> bool:
+        """One shard: every enqueue of a spider pushes its wake-up token to one key. With several
+        (Redis Cluster) the tokens are spread over their slots and one BLPOP cannot watch them all."""
+        return self.shards.count == 1
+
+    def wait_for_work(self, spiderid: str, timeout: float) -> bool:
+        """Block (in a thread) until the spider's queues gain work (lib/wake.lua) or `timeout` s
+        pass; True when woken. Holds one pooled connection meanwhile."""
+        self.round_trips += 1
+        key = keys.wake(self.shards.tags[0] + spiderid)
+        return self.client.blpop([key], timeout=max(0.01, timeout)) is not None
+
+    def wake(self, spiderid: str) -> None:
+        """Push a wake-up token at once (a crawler interrupting its own wait: it has writes to make)."""
+        self.round_trips += 1
+        key = keys.wake(self.shards.tags[0] + spiderid)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.rpush(key, "1")
+        pipe.ltrim(key, 0, 0)
+        pipe.expire(key, WAKE_TTL)
+        pipe.execute()
 
     # --- release, extend, throttle ---------------------------------------------------------------
     def release(self, leases: Sequence[Lease]) -> list[str]:

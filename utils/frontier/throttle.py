@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from utils.config.settings import Settings
 from utils.frontier import ThrottlePolicy
@@ -39,6 +40,7 @@ class ThrottleConfig:
         self._ip_watcher: PublicIpWatcher | None = None
         self._config_deadline = 0.0
         self._config_waited = False
+        self.on_change: Callable[[], None] | None = None  # called after each swap, from any thread
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ThrottleConfig:
@@ -102,3 +104,5 @@ class ThrottleConfig:
             # a scale that rounds hits down to 0 stops the domain, it does not unthrottle it
             blacklist=self.config.blacklist | {d for d, lim in limits.items() if not lim.effective_hits},
         )
+        if self.on_change is not None:
+            self.on_change()  # (the scheduler ends an idle wait: the next pop is under the new policy)

@@ -29,9 +29,11 @@
 -- requests hash under `<id><domain>`, which is also the crawl's index for info and stop.
 -- The page counters count admitted requests; ack.lua gives the slot back when an admitted request
 -- ends without a page, so domain_max_pages = N yields N crawled pages.
--- Each domain that gains a request enters <sid>:ready (lib/domain_sets.lua) unless it is snoozed.
+-- Each domain that gains a request enters <sid>:ready (lib/domain_sets.lua) unless it is snoozed;
+-- a spider that gains one gets a wake-up token for its idle crawlers (lib/wake.lua).
 
 --! include domain_sets
+--! include wake
 
 local NF = 15
 local MARK_WINDOW = 20000  -- offsets; far more than a monitor writes ahead of its commits (2 polls)
@@ -169,7 +171,11 @@ for i = 10, #ARGV, NF do
   end
   out[#out + 1] = status
 end
-for _, sd in pairs(touched) do ds_place(sd[1], sd[2], now) end
+local woken = {}
+for _, sd in pairs(touched) do
+  ds_place(sd[1], sd[2], now)
+  if not woken[sd[1]] then woken[sd[1]] = true; wk_wake(sd[1]) end
+end
 for okey, newest in pairs(marked) do
   redis.call('ZREMRANGEBYSCORE', okey, '-inf', '(' .. (newest - MARK_WINDOW))
   redis.call('EXPIRE', okey, state_ttl)

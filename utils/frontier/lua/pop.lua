@@ -46,6 +46,7 @@
 --! include retries
 --! include classes
 --! include repair
+--! include wake
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -279,4 +280,6 @@ else
 end
 if next_at >= 0 then out[1] = math.max(0, math.ceil((next_at - now) * 1000)) else out[1] = -1 end
 out[2] = b.denied
+-- A whole batch handed out and more ready: the next idle crawler wakes in turn (lib/wake.lua).
+if b.leased >= max_items and #best > 0 then wk_wake(sid) end
 return out

@@ -14,6 +14,7 @@
 
 --! include domain_sets
 --! include crawl_counts
+--! include wake
 
 local sid, limit, retry_times, state_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local t = redis.call('TIME')
@@ -80,4 +81,5 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
   end
 end
 for d in pairs(touched) do ds_place(sid, d, now) end
+if next(touched) then wk_wake(sid) end  -- requeued work: an idle crawler takes it at once
 return out

@@ -6,9 +6,10 @@
 -- then one group of 6 values per request: spiderid, domain, queue member, appid, crawlid,
 --   queue score (-priority).
 -- Returns one status per request: 'released', or 'unknown' when the lease was no longer held.
--- The attempt is not counted: the request was never tried.
+-- The attempt is not counted: the request was never tried. Idle crawlers are woken (lib/wake.lua).
 
 --! include domain_sets
+--! include wake
 --! include crawl_counts
 
 local NF = 6
@@ -31,4 +32,5 @@ for i = 2, #ARGV, NF do
   end
 end
 for d in pairs(touched) do ds_place(sid_of, d, now) end
+if sid_of ~= '' then wk_wake(sid_of) end
 return out

@@ -78,7 +78,7 @@ SCHEDULER_IP_ENABLED = False  # bool; throttle key includes the public IP (detec
 SCHEDULER_BACKLOG_BLACKLIST = True  # bool; ZooKeeper-blacklisted domains may still be queued
 SCHEDULER_POP_BATCH = 8  # requests; most requests one pop call hands out
 SCHEDULER_SCAN_LIMIT = 500  # domains; most domains one pop call wakes or snoozes besides its leases
-SCHEDULER_IDLE_POLL = 0.05  # seconds; how often a spider with work in flight (or on a sharded Redis Cluster) asks Redis for more
+SCHEDULER_IDLE_POLL = 0.05  # seconds; how often a spider with work in flight (or on sharded Redis) asks for more
 SCHEDULER_IDLE_WAIT = 2.0  # seconds; longest an idle spider blocks on its wake-up key before it asks anyway (0 = poll)
 SCHEDULER_FLUSH_INTERVAL = 0.05  # seconds; most time found links and acks wait before their write
 SCHEDULER_IP_REFRESH = 60  # seconds; public IP refresh and spider heartbeat period

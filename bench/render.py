@@ -182,6 +182,7 @@ async def playwright_crawl(seeds: list[str], pages: int, depth: int) -> tuple[in
     for seed in seeds:
         queue.put_nowait((seed, 0))
     read = 0
+    phases: dict[str, float] = {}  # seconds per phase, the render process's Phases' counterpart
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
@@ -193,10 +194,15 @@ async def playwright_crawl(seeds: list[str], pages: int, depth: int) -> tuple[in
             while True:
                 url, level = await queue.get()
                 try:
+                    mark = time.monotonic()
                     await page.goto(url)
+                    mark = _phase(phases, "goto", mark)
                     await page.wait_for_selector(READY_SELECTOR, state="attached")
+                    mark = _phase(phases, "selector", mark)
                     html = await page.content()
+                    mark = _phase(phases, "content", mark)
                     links = await page.eval_on_selector_all("a[href]", "found => found.map(a => a.href)")
+                    _phase(phases, "links", mark)
                     read += len(html) > 0
                     for link in links:
                         if level < depth and link not in seen and urlsplit(link).netloc == urlsplit(url).netloc:
@@ -210,8 +216,15 @@ async def playwright_crawl(seeds: list[str], pages: int, depth: int) -> tuple[in
         finished, cpu = time.time(), tree_cpu(os.getpid())
         for task in workers:
             task.cancel()
+        print("playwright: ms_per_page", {k: round(v * 1000 / max(read, 1), 1) for k, v in sorted(phases.items())})
         await browser.close()
     return read, finished, cpu
+
+
+def _phase(phases: dict[str, float], name: str, since: float) -> float:
+    now = time.monotonic()
+    phases[name] = phases.get(name, 0.0) + now - since
+    return now
 
 
 def playwright_process(seeds: list[str], pages: int, answer: Any) -> None:
@@ -268,6 +281,9 @@ def run_crawl(cluster: TestCluster, spider: str, crawlid: str, seed: Callable[[]
         spy.send_signal(2)  # py-spy writes its profile on SIGINT
         spy.wait(60)
     crawler.stop()
+    phases = [line for line in crawler.log_path.read_text().splitlines() if "Render phases" in line]
+    if phases:  # the render process's per-phase sums (crawler.render_stats.Phases), logged at close
+        print(f"{crawlid}: {phases[-1]}")
     return figures
 
 

@@ -26,6 +26,45 @@ from utils.observability.process_memory import process_rss
 log = logging.getLogger(__name__)
 
 
+class Phases:
+    """Where a render's time goes, summed per phase (monotonic seconds), logged at close.
+
+    Issue 37: the render process was idle 68 % of py-spy samples yet slower than plain Playwright;
+    these sums say whether its tabs wait for work, for the browser, or for the page itself.
+    """
+
+    def __init__(self, tabs: int) -> None:
+        self.tabs = tabs
+        self.seconds: dict[str, float] = {}
+        self.busy = 0  # tabs rendering now
+        self._since = time.monotonic()  # last change of `busy`
+        self.first: float | None = None  # the first render's start (tabs idle before it are start-up)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
+
+    def tab_taken(self) -> None:
+        self._account()
+        self.busy += 1
+        if self.first is None:
+            self.first = time.monotonic()
+
+    def tab_freed(self) -> None:
+        self._account()
+        self.busy -= 1
+
+    def _account(self) -> None:
+        now = time.monotonic()
+        if self.first is not None:
+            self.add("tab_idle", (self.tabs - self.busy) * (now - self._since))
+        self._since = now
+
+    def summary(self, pages: int) -> dict[str, float]:
+        """Milliseconds per page of each phase (tab_idle: tab-ms no tab was rendering, per page)."""
+        self._account()
+        return {k: round(v * 1000 / max(pages, 1), 1) for k, v in sorted(self.seconds.items())}
+
+
 class RenderStats:
     def __init__(self, redis: RedisClient | None, figures: BrowserFigures, interval: float, ttl: int) -> None:
         self.redis = redis
@@ -39,6 +78,7 @@ class RenderStats:
         self._last = (time.monotonic(), 0)
         self._restarts = (0, 0)  # (count, memory) already reported to Prometheus
         self._loop: task.LoopingCall | None = None
+        self.phases = Phases(1)  # the Renderer puts its own, with its tab count
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, figures: BrowserFigures) -> RenderStats:
@@ -56,6 +96,8 @@ class RenderStats:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self.report()
+        log.info("Render phases", extra={"pages": self.rendered_count,
+                                         "ms_per_page": self.phases.summary(self.rendered_count)})  # fmt: skip
 
     def rendered(self, seconds: float) -> None:
         self.rendered_count += 1

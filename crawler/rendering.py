@@ -30,7 +30,7 @@ from twisted.internet import error as twisted_error
 
 from crawler.browser import BrowserConfig, BrowserPool
 from crawler.meta import LEASE
-from crawler.render_stats import RenderStats
+from crawler.render_stats import Phases, RenderStats
 from utils.config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,12 +62,19 @@ class Renderer:
         # tab waits for the frontier), and one waiting for a tab has not begun to render.
         self.tabs = asyncio.Semaphore(self.pool.config.max_pages)
         self.stats = RenderStats.from_crawler(crawler, self.pool.figures)
+        self.phases = self.stats.phases = Phases(self.pool.config.max_pages)
         self.closed = False
 
     async def render(self, request: Request) -> Response:
         """The page as its rendered DOM, or RenderTimeout / RenderError (both retried)."""
+        asked = time.monotonic()
         async with self.tabs:
-            return await self._timed(request)
+            self.phases.add("wait_tab", time.monotonic() - asked)
+            self.phases.tab_taken()
+            try:
+                return await self._timed(request)
+            finally:
+                self.phases.tab_freed()
 
     async def _timed(self, request: Request) -> Response:
         started = time.monotonic()
@@ -89,14 +96,35 @@ class Renderer:
             await self.pool.close()
 
     async def _render(self, request: Request) -> HtmlResponse:
+        mark = _Mark(self.phases)
         async with self.pool.page() as page:
+            mark("page")
             page.set_default_timeout(self.timeout * 1000)  # ms; the outer limit still bounds the whole render
             selector = wait_selector(request.meta)
             answer = await page.goto(request.url, wait_until="load" if selector else self.settle)
+            mark("goto")
             if selector:
                 await page.wait_for_selector(selector, state="attached")
+                mark("selector")
             html = await page.content()
-            return await _response(request, page, answer, html)
+            mark("content")
+            response = await _response(request, page, answer, html)
+            mark("response")
+        mark("page_back")
+        return response
+
+
+class _Mark:
+    """Adds the time since the previous mark to a phase."""
+
+    def __init__(self, phases: Phases) -> None:
+        self.phases = phases
+        self.last = time.monotonic()
+
+    def __call__(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases.add(phase, now - self.last)
+        self.last = now
 
 
 _RENDERERS: WeakKeyDictionary[Crawler, Renderer] = WeakKeyDictionary()
@@ -113,8 +141,11 @@ class RenderDownloadHandler(BaseDownloadHandler):
         self.plain = HTTP11DownloadHandler(crawler)
 
     async def download_request(self, request: Request) -> Response:
-        if request.meta.get(LEASE) is None:
+        lease = request.meta.get(LEASE)
+        if lease is None:
             return await self.plain.download_request(request)
+        if lease.received:
+            self.renderer.phases.add("leased_to_handler", time.time() - lease.received)
         return await self.renderer.render(request)
 
     async def close(self) -> None:

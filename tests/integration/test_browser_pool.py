@@ -103,3 +103,25 @@ def test_a_tab_is_kept_for_the_next_page_of_its_context_and_closed_when_its_page
             await pool.close()
 
     asyncio.run(scenario())
+
+
+def test_the_settled_dom_is_read_once_the_selector_matches_and_other_selectors_fall_back() -> None:
+    from crawler.rendering import _settled_html
+
+    script = "setTimeout(() => document.body.insertAdjacentHTML('beforeend', '<div id=ready>ok</div>'), 150)"
+    late = f"<p>shell</p><script>{script}</script>"  # the element comes 150 ms after the page loaded
+
+    async def scenario() -> None:
+        pool = BrowserPool(config(max_pages=1))
+        try:
+            async with pool.page() as page:
+                await page.set_content(late)
+                html = await _settled_html(page, "#ready")
+                assert html is not None
+                assert html.startswith("<html>")
+                assert '<div id="ready">ok</div>' in html  # waited for: it was not there at first
+                assert await _settled_html(page, "text=ok") is None  # Playwright's own engine: its wait
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -234,8 +235,15 @@ def check_firehose(cluster: TestCluster, expected: set[str], crawlids: list[str]
     reader.wait_for(lambda got: len(got) >= total, timeout=300)
     reader.close()
     for crawlid in crawlids:
-        got = [m["url"] for m in reader.messages if m["crawlid"] == crawlid]
-        assert sorted(got) == sorted(expected), f"{crawlid}: the firehose does not hold each page once"
+        got = Counter(m["url"] for m in reader.messages if m["crawlid"] == crawlid)
+        missing = sorted(expected - set(got))
+        twice = sorted(url for url, n in got.items() if n > 1)
+        extra = sorted(set(got) - expected)
+        if missing or twice or extra:
+            raise AssertionError(
+                f"{crawlid}: the firehose does not hold each page once: {len(missing)} missing {missing[:3]}, "
+                f"{len(twice)} more than once {twice[:3]}, {len(extra)} unexpected {extra[:3]}"
+            )
 
 
 def service_roots(cluster: TestCluster, server_pid: int) -> dict[int, str]:

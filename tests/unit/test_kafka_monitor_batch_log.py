@@ -12,7 +12,7 @@ CRAWL = "Added crawl to Redis"
 
 
 def crawl_events(n: int, crawls: int, detailed: bool = False) -> list[LogEvent]:
-    return [(CRAWL, "app", f"c{i % crawls}", {"url": f"http://a.com/{i}", "parsed": True} if detailed else None)
+    return [(CRAWL, "app", f"c{i % crawls}", {"url": f"http://127.0.37.12/{i}", "parsed": True} if detailed else None)
             for i in range(n)]  # fmt: skip
 
 
@@ -41,5 +41,5 @@ def test_many_crawl_ids_are_summarised(caplog: pytest.LogCaptureFixture) -> None
 def test_debug_adds_scrapy_clusters_line_per_message(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     log_batch(crawl_events(3, 1, detailed=True))
-    assert [r.url for r in lines(caplog, logging.DEBUG)] == ["http://a.com/0", "http://a.com/1", "http://a.com/2"]
+    assert [r.url for r in lines(caplog, logging.DEBUG)] == ["http://127.0.37.12/0", "http://127.0.37.12/1", "http://127.0.37.12/2"]
     assert lines(caplog, logging.INFO)[0].count == 3

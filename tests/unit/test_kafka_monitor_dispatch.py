@@ -19,7 +19,7 @@ from utils.config.plugins import load_plugins
 from utils.config.settings import Settings
 from utils.frontier import crawl_request
 
-CRAWL = {"url": "http://www.dmoztools.net/", "appid": "testapp", "crawlid": "abc123", "maxdepth": 2, "priority": 90}
+CRAWL = {"url": "http://127.0.37.11/", "appid": "testapp", "crawlid": "abc123", "maxdepth": 2, "priority": 90}
 INFO = {"action": "info", "appid": "testapp", "crawlid": "ABC123", "uuid": "abc12333", "spiderid": "link"}
 STATS = {"appid": "testapp", "uuid": "hij1", "stats": "spider"}
 ZOOKEEPER = {"uuid": "abc123", "appid": "madisonTest", "action": "domain-update", "domain": "dmoztools.net",
@@ -73,7 +73,7 @@ def test_a_crawl_request_becomes_one_stored_request_with_defaults() -> None:
     batch = run(CRAWL)
     (request,) = batch.requests
     record = crawl_request.from_record(crawl_request.decode(request.payload))
-    assert (request.spiderid, request.domain, request.priority) == ("link", "dmoztools.net", 90)
+    assert (request.spiderid, request.domain, request.priority) == ("link", "127.0.37.11", 90)
     assert record["maxdepth"] == 2 and record["spiderid"] == "link" and record["expires"] == 0  # noqa: PT018
     assert request.offset == 0 and request.seed and request.fingerprint  # noqa: PT018
     assert batch.handled == {"ScraperHandler": 1} and not batch.answers and not batch.commands  # noqa: PT018

@@ -1,9 +1,9 @@
 """What a crawl has waiting in the frontier, read through its index: O(requests of the crawl).
 
 Scrapy Cluster scanned every queue of the spider and decoded every member for each info request
-(its issue #53: hours at 1M queued). Here the crawl's requests hash `<sid>:crawl:<appid>:<crawlid>:requests`
-holds exactly its requests (`<id><domain>` -> payload), so the cost is a few pipelined calls per
-5,000 of them.
+(its issue #53: hours at 1M queued). Here the crawl's domain index `<sid>:crawl:<appid>:<crawlid>:domains`
+names the hashes that hold exactly its requests (`...:requests:<domain>`, `<id>` -> payload), so the
+cost is a few pipelined calls per 5,000 of them.
 Pending means queued or waiting to retry; requests in flight are counted in the progress.
 """
 
@@ -18,7 +18,8 @@ from utils.frontier import crawl_request, keys, progress
 from utils.frontier.progress import CrawlRef
 from utils.frontier.shards import Shards
 
-CHUNK = 5000  # members per ZMSCORE call and HSCAN page
+CHUNK = 5000  # members per ZMSCORE call, domains per SSCAN page
+DOMAINS_PER_CALL = 500  # requests hashes read per pipeline (~100 requests each)
 
 
 @dataclass
@@ -49,10 +50,16 @@ def pending_by_domain(client: RedisClient, ref: CrawlRef, shards: Shards | None 
             continue
         members: dict[str, list[str]] = defaultdict(list)  # domain -> queue members
         payloads: dict[str, str] = {}  # `<domain>\t<member>` -> stored request
-        for field, payload in client.hscan_iter(keys.crawl_requests(sid, ref.appid, ref.crawlid), count=CHUNK):
-            request_id, domain = field[: crawl_request.ID_DIGITS], field[crawl_request.ID_DIGITS :]
-            members[domain].append(request_id + code)
-            payloads[f"{domain}\t{request_id}{code}"] = payload
+        domains = list(client.sscan_iter(keys.crawl_domains(sid, ref.appid, ref.crawlid), count=CHUNK))
+        for start in range(0, len(domains), DOMAINS_PER_CALL):
+            chunk = domains[start : start + DOMAINS_PER_CALL]
+            pipe = client.pipeline(transaction=False)
+            for domain in chunk:
+                pipe.hgetall(keys.crawl_requests(sid, ref.appid, ref.crawlid, domain))
+            for domain, stored in zip(chunk, pipe.execute(), strict=True):
+                for request_id, payload in stored.items():
+                    members[domain].append(request_id + code)
+                    payloads[f"{domain}\t{request_id}{code}"] = payload
         not_queued = _add_queued(client, sid, members, found)
         _add_delayed(client, sid, not_queued, payloads, found)
     return dict(found)

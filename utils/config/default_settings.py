@@ -286,6 +286,7 @@ RUN_DIR = ".shoal/run"  # directory of a node's supervisord, logs, pids and serv
 SERVICE_DATA_ROOT = "/var/lib/shoal"  # directory; as root, data of services that run as another user (PostgreSQL)
 LOCAL_SERVICES = "kafka,redis,zookeeper"  # local services `shoal up` starts on the ports above; "none"
 LOCAL_KAFKA = "apache"  # the local broker: "apache" (Apache Kafka, `make kafka`) or "tansu" (in-memory)
+LOCAL_REDIS_MAXMEMORY = "2gb"  # Redis units (`512mb`, `2gb`; `0` = no limit); the local Redis refuses writes beyond it
 
 # --- Sink: results into PostgreSQL (`shoal sink`) ----------------------------------------------
 SINK_POSTGRES_DSN = "postgresql://shoal@127.0.0.1:5432/shoal"  # libpq URL or key=value string, no password in it

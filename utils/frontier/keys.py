@@ -21,9 +21,28 @@ def queue(spiderid: str, domain: str) -> str:
     return f"{spiderid}:{domain}:queue"
 
 
-def crawl_requests(spiderid: str, appid: str, crawlid: str) -> str:
-    """HASH `<request id><domain>` -> stored request JSON, for every queued, delayed and in-flight
-    request of one crawl: its payloads and its index at once (O(crawl) info and stop)."""
+def crawl_requests(spiderid: str, appid: str, crawlid: str, domain: str) -> str:
+    """HASH request id (16 hex digits) -> stored request (utils/frontier/crawl_request.py) of one crawl's
+    queued, delayed and in-flight requests on one domain. A domain's share of a crawl is small enough
+    for Redis's listpack encoding (~100 B a request instead of ~180 in one crawl-wide hash table)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:requests:{domain}"
+
+
+def crawl_domains(spiderid: str, appid: str, crawlid: str) -> str:
+    """SET of the domains where a crawl has stored requests (`crawl_requests`): the crawl's index, so
+    info and stop cost O(requests of the crawl)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:domains"
+
+
+def crawl_profiles(spiderid: str, appid: str, crawlid: str) -> str:
+    """HASH profile id (hex) -> JSON of crawl-level fields (attrs, regexes, cookie, maxdepth, ...) that
+    the crawl's stored requests share and name by that id; `#<sha1 of the JSON>` -> its id; `#` counts ids."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:profiles"
+
+
+def legacy_crawl_requests(spiderid: str, appid: str, crawlid: str) -> str:
+    """HASH `<request id><domain>` -> request JSON: where an older Shoal kept a crawl's requests, read only
+    by utils/frontier/upgrade.py, which moves them into `crawl_requests`."""
     return f"{spiderid}:crawl:{appid}:{crawlid}:requests"
 
 

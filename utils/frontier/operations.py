@@ -331,8 +331,13 @@ class Frontier:
             return list(pipe.execute())
 
     def _enqueue_argv(self, tag: str, requests: Sequence[NewRequest], places: list[int], batch_us: str) -> list[Any]:
-        groups = ([*r.argv(tag), place] for r, place in zip(requests, places, strict=True))
-        return self._flat([*self._enqueue_head, batch_us], groups)
+        """enqueue.lua's ARGV: the head, each distinct profile once, then one group per request."""
+        profiles: dict[str, int] = {}  # profile JSON -> its number in this call (1, 2, ...)
+        groups = []
+        for request, place in zip(requests, places, strict=True):
+            number = profiles.setdefault(request.profile, len(profiles) + 1) if request.profile else 0
+            groups.append([*request.argv(tag), place, number])
+        return self._flat([*self._enqueue_head, batch_us, len(profiles), *profiles], groups)
 
     @staticmethod
     def _tagged(items: Sequence[T], tag_of: Callable[[T], str]) -> Iterable[tuple[str, list[T], list[int]]]:

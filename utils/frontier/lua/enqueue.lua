@@ -11,7 +11,9 @@
 -- ARGV[9] the batch's time in µs ('' = this server's): with several shards, one batch's calls run on
 --         different masters at once, so the caller's clock and each request's place in its batch
 --         keep FIFO across shards
--- then one group of 15 values per request:
+-- ARGV[10] how many profiles follow (P), then ARGV[11 .. 10 + P] the profiles: the JSON of crawl-level
+--         fields the call's requests share (utils/frontier/crawl_request.py), each stored once per crawl
+-- then one group of 16 values per request:
 --   spiderid, domain, priority, appid, crawlid,
 --   fingerprint (8 binary bytes; '' = not filtered), domain_max_pages ('0' = none),
 --   is_seed ('1' = never filtered as duplicate, stopped or expired; still recorded in the dupefilter),
@@ -22,11 +24,12 @@
 --   never a loss); the key expires after the crawl state TTL without writes.
 --   payload (the stored request JSON), expires (unix s, '0' = never),
 --   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist'),
---   the request's place in its batch.
+--   the request's place in its batch, its profile (1..P; 0 = none: the payload is stored as given).
 -- Returns one status per request: queued | duplicate | page_limit | blacklist | expired | replayed.
 -- A queue member is the request id, 16 hex digits (batch time in µs + place in batch) so that equal
 -- priorities come out oldest first, then its crawl's code; the payload lives in the crawl's
--- requests hash under `<id><domain>`, which is also the crawl's index for info and stop.
+-- requests hash of its domain under `<id>`, the profile's id written in front (lib/stored.lua); the
+-- crawl's domain index and those hashes are the crawl's index for info and stop.
 -- The page counters count admitted requests; ack.lua gives the slot back when an admitted request
 -- ends without a page, so domain_max_pages = N yields N crawled pages.
 -- Each domain that gains a request enters <sid>:ready (lib/domain_sets.lua) unless it is snoozed;
@@ -34,8 +37,9 @@
 
 --! include domain_sets
 --! include wake
+--! include stored
 
-local NF = 15
+local NF = 16
 local MARK_WINDOW = 20000  -- offsets; far more than a monitor writes ahead of its commits (2 polls)
 local marked = {}  -- offset marks key -> newest offset marked by this call, trimmed at the end
 local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -132,7 +136,19 @@ local function crawl_code(sid, appid, crawlid)
   return code
 end
 
-local function push(sid, domain, prio, appid, crawlid, payload, place)
+-- The id of the call's profile `n` in the crawl, handed out once per call and crawl.
+local profile_ids = {}
+local function profile_of(sid, appid, crawlid, n)
+  local cache_key = sid .. '\t' .. appid .. '\t' .. crawlid .. '\t' .. n
+  local id = profile_ids[cache_key]
+  if not id then
+    id = st_profile_id(sid, appid, crawlid, ARGV[10 + n])
+    profile_ids[cache_key] = id
+  end
+  return id
+end
+
+local function push(sid, domain, prio, appid, crawlid, payload, place, profile)
   local queue = K.queue(sid, domain)
   local code = crawl_code(sid, appid, crawlid)
   local score = -tonumber(prio)
@@ -143,15 +159,16 @@ local function push(sid, domain, prio, appid, crawlid, payload, place)
     id = string.format('%013x%03x', base_us + math.floor(n / 4096), n % 4096)
     n = n + 4096  -- taken (another batch of the same µs): the next µs
   until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
-  redis.call('HSET', K.crawl_requests(sid, appid, crawlid), id .. domain, payload)
+  if profile > 0 then payload = profile_of(sid, appid, crawlid, profile) .. payload end
+  st_put(sid, appid, crawlid, domain, id, payload)
 end
 
-for i = 10, #ARGV, NF do
+for i = 11 + tonumber(ARGV[10]), #ARGV, NF do
   local sid, domain, prio, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local status = filter(i)
   local progress = K.crawl_progress(sid, appid, crawlid)
   if status == 'queued' then
-    push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14])
+    push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14], tonumber(ARGV[i + 15]))
     bump(progress, 'queued', 1)
     redis.call('HDEL', progress, 'finished')  -- new work: a finished crawl is announced again when done
     bump(progress, 'enqueued', 1)

@@ -14,7 +14,7 @@ import ujson
 from rest import pushback
 from rest.gateway import Gateway
 from utils.config.clients import RedisClient
-from utils.frontier import keys
+from utils.frontier import keys, memory
 from utils.frontier.shards import Shards, spider_shards
 from utils.observability import stats
 from utils.proxies.pool import ProxyPool
@@ -54,7 +54,15 @@ def build(gw: Gateway) -> dict[str, Any]:
         "proxies": ProxyPool.from_settings(gw.settings, gw.redis).state(now),  # [] without PROXY_LIST
         "renderers": renderers(gw.redis, now, gw.settings.get_int("HEARTBEAT_TIMEOUT")),
         "pushback": alert_card(gw, queues["spiders"]),
+        "memory": redis_memory_card(gw.redis, sum(c[n] for c in crawls for n in ("queued", "inflight", "retrying"))),
     }
+
+
+def redis_memory_card(redis: RedisClient, requests: int) -> dict[str, Any]:
+    """Redis's memory against its limit, and per request the frontier holds (issue 41)."""
+    found = memory.redis_memory(redis)
+    return {"used": found.used, "limit": found.limit, "policy": found.policy,
+            "bytes_per_request": memory.per_request(found, requests)}  # fmt: skip
 
 
 def alert_card(gw: Gateway, queued_spiders: list[dict[str, Any]]) -> dict[str, Any]:

@@ -8,8 +8,9 @@ import pytest
 import redis
 
 from tests.support.frontier_keys import in_shard, shard_sum, stored_count
-from utils.frontier import Ack, Frontier, NewRequest, Retry, ThrottlePolicy, crawl_request, keys, stored_requests
+from utils.frontier import Ack, Frontier, NewRequest, Retry, ThrottlePolicy, crawl_request, keys, memory, stored_requests
 from utils.frontier.fingerprint import fingerprint
+from utils.frontier.progress import CrawlRef
 from utils.frontier.shards import Shards
 from utils.frontier.upgrade import upgrade_stored_requests
 
@@ -97,3 +98,14 @@ def test_requests_an_older_shoal_stored_are_moved_and_crawled(redis_db: redis.Re
     assert sorted(lease.record["url"][:17] for lease in leases) == ["http://a.com/old-"] * 2
     assert frontier.ack([Ack.of(lease) for lease in leases]) == ["acked", "acked"]
     assert stored_count(redis_db, "link", "app", "c1") == 0
+
+
+def test_redis_memory_and_a_crawls_bytes_are_read_on_either_backend(redis_db: redis.Redis) -> None:
+    frontier = Frontier(redis_db)
+    assert set(frontier.enqueue([child(f"http://a{i % 7}.com/p{i}", f"a{i % 7}.com") for i in range(70)])) == {
+        "queued"}
+    found = memory.redis_memory(redis_db)
+    assert found.used > 0 and found.policy == "noeviction"  # noqa: PT018  (every Redis Shoal starts)
+    size = memory.crawl_bytes(redis_db, CrawlRef("link", "app", "c1"))
+    assert 70 * 60 < size < 70 * 400  # its stored requests, index, profile and dupefilter
+    assert "B per stored request (70)" in memory.describe(found, 70)

@@ -8,7 +8,17 @@ import pytest
 import redis
 
 from tests.support.frontier_keys import in_shard, shard_sum, stored_count
-from utils.frontier import Ack, Frontier, NewRequest, Retry, ThrottlePolicy, crawl_request, keys, memory, stored_requests
+from utils.frontier import (
+    Ack,
+    Frontier,
+    NewRequest,
+    Retry,
+    ThrottlePolicy,
+    crawl_request,
+    keys,
+    memory,
+    stored_requests,
+)
 from utils.frontier.fingerprint import fingerprint
 from utils.frontier.progress import CrawlRef
 from utils.frontier.shards import Shards

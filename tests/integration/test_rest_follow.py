@@ -80,7 +80,8 @@ def test_render_crawls_shows_running_crawls_with_bars(cluster: TestCluster) -> N
     write_progress(r, "statusapp", "run2", enqueued=4, inflight=4)
     write_progress(r, "statusapp", "done1", enqueued=3, crawled=3)
     memory, *table = progress.render_crawls(cluster.settings).splitlines()
-    assert memory.startswith("redis: ") and "B per stored request" in memory and "MiB" in memory
+    assert memory.startswith("redis: ")
+    assert "B per stored request" in memory
     assert table[0] == "crawls: 2 running, 1 finished recently"
     assert sorted(line.split()[0] for line in table[1:]) == ["statusapp/run1", "statusapp/run2"]
     assert any("50.0%" in line and "█" in line for line in table[1:])

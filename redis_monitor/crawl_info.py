@@ -15,6 +15,7 @@ from typing import Any
 
 from utils.config.clients import RedisClient
 from utils.frontier import crawl_request, keys, progress
+from utils.frontier.fingerprint import false_drop_now
 from utils.frontier.progress import CrawlRef
 from utils.frontier.shards import Shards
 
@@ -119,3 +120,36 @@ def crawl_view(client: RedisClient, ref: CrawlRef, shards: Shards | None = None)
 
 def _chunks(items: list[Any]) -> list[list[Any]]:
     return [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
+
+
+def dupefilter_view(client: RedisClient, ref: CrawlRef, shards: Shards | None = None) -> dict[str, Any]:
+    """Which dupefilter a crawl has now and its expected error (`info`): `exact` (8-byte fingerprints,
+    false drops ~n/2^64, taken as 0) or `bloom` once past DUPEFILTER_EXACT_MAX (lua/lib/seen.lua),
+    with `seen` URLs and `false_drop_rate`, the chance that a new URL is dropped as seen (the
+    worst shard's on a Redis Cluster; a fixed-size Bloom filter, mode bloom, has no count: None)."""
+    mode, seen, worst = "exact", 0, 0.0
+    for tag in (shards or Shards.for_client(client)).tags:
+        sid = tag + ref.spiderid
+        pipe = client.pipeline(transaction=False)
+        pipe.scard(keys.dupefilter(sid, ref.crawlid))
+        pipe.hgetall(keys.dupefilter_stages(sid, ref.crawlid))
+        pipe.exists(keys.bloom_dupefilter(sid, ref.crawlid))
+        exact, state, fixed = pipe.execute()
+        state = {_text(k): int(v) for k, v in state.items()}
+        stages = [(state[f"m{i}"], state[f"k{i}"], _held(state, i)) for i in range(state.get("n", 0))]
+        seen += int(exact) + sum(held for _, _, held in stages)
+        if stages or fixed:
+            mode = "bloom"
+        worst = max(worst, false_drop_now(stages))
+        if fixed and not stages:
+            return {"mode": "bloom", "seen": None, "false_drop_rate": None}
+    return {"mode": mode, "seen": seen, "false_drop_rate": float(f"{worst:.3g}")}
+
+
+def _held(state: dict[str, int], stage: int) -> int:
+    """URLs in a stage: the newest says (`a`); an older one is full (lua/lib/seen.lua opens a stage then)."""
+    return state.get("a", 0) if stage == state["n"] - 1 else state[f"c{stage}"]
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

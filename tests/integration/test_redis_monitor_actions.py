@@ -75,7 +75,8 @@ def test_info_of_a_crawl_reports_its_pending_requests_and_progress(cluster, fron
 
     answer = got[first["uuid"]]
     assert set(answer) == {"uuid", "total_pending", "server_time", "appid", "crawlid", "spiderid",
-                           "total_domains", "domains", "expires", "progress"}  # fmt: skip
+                           "total_domains", "domains", "expires", "progress", "dupefilter"}  # fmt: skip
+    assert answer["dupefilter"] == {"mode": "exact", "seen": answer["dupefilter"]["seen"], "false_drop_rate": 0.0}
     assert (answer["appid"], answer["crawlid"], answer["spiderid"]) == ("testapp", "ABC123", "link")
     assert answer["total_pending"] == 4
     assert answer["total_domains"] == 2

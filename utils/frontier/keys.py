@@ -228,6 +228,17 @@ def rest_poll(uuid: str) -> str:
     return f"rest:poll:{uuid}"
 
 
+def dupefilter_stages(spiderid: str, crawlid: str) -> str:
+    """HASH of a crawl's self-sizing dupefilter past its exact part (DUPEFILTER_MODE auto,
+    lua/lib/seen.lua): `n` stages, `a` URLs in the newest, each stage's `m<i>` bits, `k<i>` hashes, `c<i>` capacity."""
+    return f"{spiderid}:dupefilter:{crawlid}:stages"
+
+
+def dupefilter_stage(spiderid: str, crawlid: str, stage: str | int) -> str:
+    """Bitmap of Bloom stage `stage` of a crawl's self-sizing dupefilter; idle expiry as the exact one."""
+    return f"{spiderid}:dupefilter:{crawlid}:stage:{stage}"
+
+
 def bloom_dupefilter(spiderid: str, crawlid: str) -> str:
     """Bitmap of a crawl's Bloom-filter dupefilter (DUPEFILTER_MODE bloom), idle expiry as the exact one."""
     return f"{spiderid}:dupefilter:{crawlid}:bloom"

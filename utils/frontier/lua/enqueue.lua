@@ -6,12 +6,14 @@
 --       registries `shoal:spiders` and `shoal:crawls` are written by the caller.
 -- ARGV[1] dupefilter idle TTL (s)       ARGV[2] crawl state idle TTL (s)
 -- ARGV[3] domain page counter TTL (s)   ARGV[4] global page limit per crawl and domain (0 = none)
--- ARGV[5] global page counter TTL (s)   ARGV[6] default dupefilter mode: 'exact' or 'bloom'
--- ARGV[7] Bloom filter size (bits)      ARGV[8] Bloom filter hash functions
+-- ARGV[5] global page counter TTL (s)   ARGV[6] default dupefilter mode: 'auto', 'exact' or 'bloom'
+-- ARGV[7] Bloom filter size (bits)      ARGV[8] Bloom filter hash functions (mode bloom)
 -- ARGV[9] the batch's time in µs ('' = this server's): with several shards, one batch's calls run on
 --         different masters at once, so the caller's clock and each request's place in its batch
 --         keep FIFO across shards
--- ARGV[10] how many profiles follow (P), then ARGV[11 .. 10 + P] the profiles: the JSON of crawl-level
+-- ARGV[10] mode auto: fingerprints a crawl keeps exactly before its Bloom stages (lib/seen.lua)
+-- ARGV[11] mode auto: the highest chance that a new URL is dropped as seen (false drop)
+-- ARGV[12] how many profiles follow (P), then ARGV[13 .. 12 + P] the profiles: the JSON of crawl-level
 --         fields the call's requests share (utils/frontier/crawl_request.py), each stored once per crawl
 -- then one group of 16 values per request:
 --   spiderid, domain, priority, appid, crawlid,
@@ -38,8 +40,10 @@
 --! include domain_sets
 --! include wake
 --! include stored
+--! include seen
 
 local NF = 16
+local FIRST_PROFILE = 13
 local MARK_WINDOW = 20000  -- offsets; far more than a monitor writes ahead of its commits (2 polls)
 local marked = {}  -- offset marks key -> newest offset marked by this call, trimmed at the end
 local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -50,6 +54,7 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local base_us = tonumber(ARGV[9]) or (tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local out = {}
 local touched = {}
+local seen = sn_new(tonumber(ARGV[10]), tonumber(ARGV[11]), dupe_ttl)
 
 local function bump(progress, field, n)
   redis.call('HINCRBY', progress, field, n)
@@ -91,6 +96,7 @@ local function seen_before(sid, crawlid, fp, mode)
   if mode == '' then mode = default_mode end
   local df = K.dupefilter(sid, crawlid)
   if mode == 'bloom' then return not bloom_add(K.bloom_dupefilter(sid, crawlid), fp) end
+  if mode == 'auto' then return sn_seen(seen, sid, crawlid, fp) end
   local added = redis.call('SADD', df, fp)
   redis.call('EXPIRE', df, dupe_ttl)
   return added == 0
@@ -142,7 +148,7 @@ local function profile_of(sid, appid, crawlid, n)
   local cache_key = sid .. '\t' .. appid .. '\t' .. crawlid .. '\t' .. n
   local id = profile_ids[cache_key]
   if not id then
-    id = st_profile_id(sid, appid, crawlid, ARGV[10 + n])
+    id = st_profile_id(sid, appid, crawlid, ARGV[FIRST_PROFILE - 1 + n])
     profile_ids[cache_key] = id
   end
   return id
@@ -163,7 +169,7 @@ local function push(sid, domain, prio, appid, crawlid, payload, place, profile)
   st_put(sid, appid, crawlid, domain, id, payload)
 end
 
-for i = 11 + tonumber(ARGV[10]), #ARGV, NF do
+for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
   local sid, domain, prio, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local status = filter(i)
   local progress = K.crawl_progress(sid, appid, crawlid)

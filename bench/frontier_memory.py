@@ -6,8 +6,11 @@ way the kafka monitor stores them (`CrawlHandler`), and as children of a page of
 the way a crawler builds them (`crawler.conversion.new_request`). Each run goes through the
 frontier's own enqueue script and reports the growth of Redis `used_memory` per URL and per
 domain, and `MEMORY USAGE` of every key summed by structure (queues, stored requests, crawl
-profiles and index, dupefilter, per-domain frontier state), in exact and in Bloom dupefilter mode.
-Target (issue 41): <= 150 B per queued URL at 1,000,000 URLs over 10,000 domains.
+profiles and index, dupefilter, per-domain frontier state), with the default self-sizing dupefilter
+(exact for the first 100,000 URLs, then Bloom stages at <= 1e-6 false drops) and, for children, the
+exact one for comparison; then the self-sizing dupefilter's bytes per URL at 100,000,000 URLs, from
+its stage shapes. Targets (issue 41): <= 150 B per queued URL at 1,000,000 URLs over 10,000 domains;
+<= 16 B per seen URL at 100,000,000.
 Run: `python -m bench.frontier_memory [--urls N] [--domains D]`.
 """
 
@@ -33,11 +36,13 @@ from kafka_monitor.plugins.crawl import CrawlHandler
 from kafka_monitor.urls import domain_and_fingerprint
 from utils import schemas
 from utils.frontier import Frontier, NewRequest, crawl_request
-from utils.frontier.fingerprint import bloom_size
+from utils.frontier.fingerprint import bloom_size, false_drop_now, stages_for
 from utils.services import start_local_services
 
-BATCH = 5000
+BATCH = 1000  # requests per enqueue call (a kafka monitor's batch is of this order)
 TARGET = 150  # bytes per queued URL
+EXACT_MAX, FALSE_DROP = 100_000, 1e-6  # DUPEFILTER_EXACT_MAX, DUPEFILTER_FALSE_DROP
+EXACT_BYTES = 55  # Redis bytes per fingerprint of the exact part (measured: 49-60)
 CHECKED, CHECK_EVERY = 1000, 10_000  # URLs built through the components: the first ones, then one in this many
 EXPIRES = int(time.time()) + 86400
 CRAWL = {
@@ -141,7 +146,8 @@ def by_structure(client: redis.Redis) -> dict[str, int]:
 def measure(client: redis.Redis, make: Callable[[int, int], Iterator[NewRequest]], urls: int, domains: int,
             mode: str) -> dict[str, Any]:  # fmt: skip
     client.flushall()
-    frontier = Frontier(client, dupefilter_mode=mode, bloom=bloom_size(max(urls, 1000), 1e-6))
+    frontier = Frontier(client, dupefilter_mode=mode, bloom=bloom_size(max(urls, 1000), 1e-6),
+                        exact_max=EXACT_MAX, false_drop=FALSE_DROP)  # the defaults
     before = int(client.info("memory")["used_memory"])
     batch: list[NewRequest] = []
     started = time.perf_counter()
@@ -163,6 +169,9 @@ def measure(client: redis.Redis, make: Callable[[int, int], Iterator[NewRequest]
     }
 
 
+RUNS = (("seeds", seeds, "auto"), ("children", children, "auto"), ("children", children, "exact"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--urls", type=int, default=1_000_000)
@@ -174,14 +183,20 @@ def main() -> None:
         services = start_local_services(Path(tmp), services=("redis",))
         try:
             client = redis.Redis(host=services.redis.host, port=services.redis.port)
-            for kind, make in (("seeds", seeds), ("children", children)):
-                for mode in ("exact", "bloom"):
-                    figures[f"{kind}_{mode}"] = measure(client, make, args.urls, args.domains, mode)
-                    print(f"{kind:8} {mode:5}: {figures[f'{kind}_{mode}']}", flush=True)
+            for kind, make, mode in RUNS:
+                figures[f"{kind}_{mode}"] = measure(client, make, args.urls, args.domains, mode)
+                print(f"{kind:8} {mode:5}: {figures[f'{kind}_{mode}']}", flush=True)
         finally:
             services.stop_all()
-    checks = {f"{kind} <= {TARGET} B/URL ({mode} dupefilter)": figures[f"{kind}_{mode}"]["bytes_per_url"] <= TARGET
-              for kind in ("seeds", "children") for mode in ("exact", "bloom")}  # fmt: skip
+    stages = stages_for(EXACT_MAX, FALSE_DROP, 100_000_000)
+    figures["dupefilter_at_100M"] = {
+        "bytes_per_url": round((EXACT_MAX * EXACT_BYTES + sum(bits for bits, _, _ in stages) / 8) / 100_000_000, 2),
+        "stages": len(stages), "false_drop_rate": false_drop_now(stages)}  # fmt: skip
+    checks = {f"{kind} <= {TARGET} B/URL (self-sizing dupefilter)": figures[f"{kind}_auto"]["bytes_per_url"] <= TARGET
+              for kind in ("seeds", "children")}  # fmt: skip
+    at_100m = figures["dupefilter_at_100M"]
+    checks["dupefilter <= 16 B/URL at 100 M, false drops <= 1e-6"] = (
+        at_100m["bytes_per_url"] <= 16 and at_100m["false_drop_rate"] <= 1e-6)
     path = write_result("frontier_memory", figures, checks)
     print(f"-> {path}")
     print_checks(checks)

@@ -194,6 +194,7 @@ for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
   end
   out[#out + 1] = status
 end
+sn_flush(seen)
 local woken = {}
 for _, sd in pairs(touched) do
   ds_place(sd[1], sd[2], now)

@@ -11,6 +11,7 @@
 --
 -- sn_new(exact_max, rate, ttl) -> the state of one call (what it read of each crawl, cached).
 -- sn_seen(sn, sid, crawlid, fp) -> true when `fp` (8 bytes) was seen before; else records it, false.
+-- sn_flush(sn): write what the call counted (`a` of each crawl it added to); once, at its end.
 
 --! include keys
 
@@ -68,30 +69,43 @@ local function sn_crawl(sn, sid, crawlid)
   return c
 end
 
--- BITFIELD arguments reading (or, with `set`, setting) the k bits of `fp` in a stage of m bits:
--- double hashing of the fingerprint's two 32-bit halves (m is prime: the k probes are distinct).
-local function sn_probes(fp, m, k, set)
+-- The k bit offsets of `fp` in a stage of m bits: double hashing of the fingerprint's two 32-bit
+-- halves (m is prime: the k probes are distinct).
+local function sn_offsets(fp, m, k)
   local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(fp, 1, 8)
   local h1 = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
   local h2 = (((b5 * 256 + b6) * 256 + b7) * 256 + (b8 or 0)) % m
   if h2 == 0 then h2 = 1 end
-  local args = {}
-  for j = 0, k - 1 do
-    local off = (h1 + j * h2) % m
-    if set then
-      args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = off; args[#args + 1] = 1
-    else
-      args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = off
-    end
-  end
-  return args
+  local offsets = {}
+  for j = 0, k - 1 do offsets[j + 1] = (h1 + j * h2) % m end
+  return offsets
 end
 
+-- A new URL usually meets a 0 within the first probes (a stage is at most half set): those are read
+-- one by one, the rest (a URL probably seen) with one BITFIELD.
+local FIRST = 1
 local function sn_in_stage(c, i, fp)
-  for _, bit in ipairs(redis.call('BITFIELD', c.stage[i], unpack(sn_probes(fp, c.m[i], c.k[i], false)))) do
+  local offsets = sn_offsets(fp, c.m[i], c.k[i])
+  for j = 1, FIRST do
+    if redis.call('GETBIT', c.stage[i], offsets[j]) == 0 then return false end
+  end
+  local args = {}
+  for j = FIRST + 1, #offsets do
+    args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = offsets[j]
+  end
+  if #args == 0 then return true end
+  for _, bit in ipairs(redis.call('BITFIELD', c.stage[i], unpack(args))) do
     if bit == 0 then return false end
   end
   return true
+end
+
+local function sn_add(c, i, fp)
+  local args = {}
+  for _, off in ipairs(sn_offsets(fp, c.m[i], c.k[i])) do
+    args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = off; args[#args + 1] = 1
+  end
+  redis.call('BITFIELD', c.stage[i], unpack(args))
 end
 
 -- A new stage, allocated at its full size at once (grown bit by bit, Redis would over-allocate it).
@@ -118,8 +132,14 @@ local function sn_seen(sn, sid, crawlid, fp)
     if sn_in_stage(c, i, fp) then return true end
   end
   if c.n == 0 or c.a >= sn_cap(sn.exact_max, c.n - 1) then sn_open_stage(sn, c) end
-  redis.call('BITFIELD', c.stage[c.n - 1], unpack(sn_probes(fp, c.m[c.n - 1], c.k[c.n - 1], true)))
-  c.a = c.a + 1
-  redis.call('HINCRBY', c.state, 'a', 1)
+  sn_add(c, c.n - 1, fp)
+  c.a, c.dirty = c.a + 1, true
   return false
+end
+
+local function sn_flush(sn)
+  for _, c in pairs(sn.crawls) do
+    if c.dirty then redis.call('HSET', c.state, 'a', c.a) end
+    c.dirty = false
+  end
 end

@@ -94,13 +94,13 @@ class ProxyPoolMiddleware:
         if request.meta.get("shoal_ladder_level", 0) < self.from_level:
             return  # crawler/ladder.py stamps the level; below 2 a domain goes direct
         domain = url_domain(request.url)
-        asked = self.asked(request, domain)
+        try:
+            asked = self.asked(request, domain)
+        except ValueError as exc:
+            self.no_group(request, domain, f"malformed proxy_labels: {exc}")
         group = self.pool.group(asked)
         if not group:
-            self._stat("proxy/no_group")
-            log.warning("No proxy has the labels asked for; dead-lettered",
-                        extra={"domain": domain, "labels": group_name(asked), "url": request.url})  # fmt: skip
-            raise NoProxyGroup(f"no proxy in PROXY_LIST has the labels {group_name(asked)} (asked for {domain})")
+            self.no_group(request, domain, f"no proxy in PROXY_LIST has the labels {group_name(asked)}")
         label = self.choose(domain, request.meta.get(TRIED, []), group, asked)
         if label is None:
             self.hold_back(request, domain, group)
@@ -128,15 +128,18 @@ class ProxyPoolMiddleware:
 
     # --- Choice, bans, hold-back ------------------------------------------------------------------
     def asked(self, request: Request, domain: str) -> Labels:
-        """The labels the request asks for: its crawl's `proxy_labels` over its domain's. A value the
-        schema would refuse (a spider's own meta) asks for nothing, and is logged."""
+        """The labels the request asks for: its crawl's `proxy_labels` over its domain's. ValueError
+        for a value the crawl schema refuses (a spider may set its own meta)."""
         config = _domain_config(self.crawler)
         domain_labels = config.proxy_labels(domain) if config is not None else ()
-        try:
-            return merged(domain_labels, asked_labels(request.meta.get("proxy_labels")))
-        except ValueError as exc:
-            log.warning("Ignored malformed proxy_labels", extra={"url": request.url, "error": str(exc)})
-            return domain_labels
+        return merged(domain_labels, asked_labels(request.meta.get("proxy_labels")))
+
+    def no_group(self, request: Request, domain: str, reason: str) -> NoReturn:
+        """No proxy may serve the request: dead-lettered with the reason, never fetched directly."""
+        self._stat("proxy/no_group")
+        log.warning("No proxy for the labels asked; dead-lettered",
+                    extra={"domain": domain, "reason": reason, "url": request.url})  # fmt: skip
+        raise NoProxyGroup(f"{reason} (asked for {domain})")
 
     def choose(self, domain: str, tried: list[str], group: list[str], asked: Labels) -> str | None:
         """The next healthy proxy of `group` for `domain` in rotation, or None when all are quarantined."""
@@ -252,7 +255,11 @@ class ProxyPoolMiddleware:
 
 def _domain_config(crawler: Crawler) -> DomainConfig | None:
     """The ZooKeeper domain config the scheduler watches (None before the crawl starts)."""
-    slot = getattr(crawler.engine, "_slot", None)
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # Scrapy 2.13 raises before the crawl starts: no scheduler, no config yet
+        return None
+    slot = getattr(engine, "_slot", None)
     throttle = getattr(getattr(slot, "scheduler", None), "throttle", None)
     config = getattr(throttle, "config", None)
     return config if isinstance(config, DomainConfig) else None

@@ -75,6 +75,8 @@ def test_a_group_without_any_proxy_dead_letters_the_request_and_never_sends_it(
     decision = policy.decide(Failure(caught.value), 0)
     assert decision.outcome == "dead"  # at once, whatever RETRY_TIMES
     assert "region=jp" in decision.error
+    with pytest.raises(NoProxyGroup, match="malformed proxy_labels"):  # a spider's own meta: never the default group
+        middleware.process_request(Request("http://easy.com/y", meta={"proxy_labels": ["region=de"]}))
 
 
 def test_bans_and_waits_stay_within_the_group(middleware: ProxyPoolMiddleware) -> None:

@@ -55,6 +55,8 @@ def asked_labels(value: Any) -> Labels:
 def merged(domain: Labels, request: Labels) -> Labels:
     """The domain's labels with the request's over them, key by key (a price in `de` of a hard site
     asks for `region=de` and keeps the domain's `type=residential`)."""
+    if not domain or not request:
+        return request or domain
     return tuple(sorted({**dict(domain), **dict(request)}.items()))
 
 

@@ -74,7 +74,7 @@ class DomainConfig:
 
     def proxy_labels(self, domain: str) -> Labels:
         """The labels the domain's pool proxies must have (`proxy_labels: {type: residential}`); () = none."""
-        return self.proxies.get(host_domain(domain), ())
+        return self.proxies.get(host_domain(domain), ()) if self.proxies else ()  # most configs ask for none
 
 
 def _proxy_labels(extra: dict[str, Any]) -> dict[str, Labels]:

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.cluster import REPO, TestCluster
 from tests.support.kafka import TopicReader, produce
@@ -300,3 +301,37 @@ def test_crawls_go_through_the_group_their_labels_ask_for_and_an_empty_group_dea
     rows = {row["group"]: row for row in ProxyPool.from_settings(cluster.settings, client).state()}
     assert rows["region=de,type=residential"]["bans"] == rows["default"]["bans"] == 0
     assert PASSWORD not in all_output(cluster, pages, client)
+
+
+def test_the_ladders_proxy_rung_goes_through_the_proxies_the_domains_zookeeper_entry_asks_for(
+    cluster_factory, proxies, reader, zk_client
+) -> None:
+    """With LADDER_PROXY_ONLY a domain pinned at level 2 whose ZooKeeper entry asks for
+    `type=residential` reaches its site through the residential proxy only, never the cheap one; a
+    domain at level 0 is fetched direct."""
+    residential, cheap = proxies("residential", free_port()), proxies("cheap", free_port())
+    pool = (f"http://{USER}:{PASSWORD}@127.0.0.1:{cheap.port},"
+            f"http://{USER}:{PASSWORD}@127.0.0.1:{residential.port}#type=residential")  # fmt: skip
+    cluster = cluster_factory(PROXY_LIST=pool, LADDER_PROXY_ONLY=True, LADDER_SLOW_DELAY=0.05, ROBOTSTXT_OBEY=False,
+                              QUEUE_HITS=1000, QUEUE_WINDOW=1)  # fmt: skip
+    hard, easy = (generate_site(hosts=1, pages_per_host=12, seed=seed, base_ip_octet=octet, port=free_port())
+                  for seed, octet in ((31, 191), (32, 193)))  # fmt: skip
+    hard_host = hard.hosts[0].split(":")[0]
+    config = {"domains": {hard_host: {"proxy_labels": {"type": "residential"}, "blocks": {"level": 2}}}}
+    zk_client.ensure_path(cluster.settings.zookeeper_config_path)
+    zk_client.set(cluster.settings.zookeeper_config_path, yaml.safe_dump(config).encode())
+    expected = {name: site.reachable(site.seed_urls(), MAXDEPTH, obey_robots=False)
+                for name, site in (("hard", hard), ("easy", easy))}  # fmt: skip
+    with SiteServer(hard) as hard_server, SiteServer(easy) as easy_server:
+        firehose = reader(cluster, "crawled_firehose")
+        crawl(cluster, hard.seed_urls() + easy.seed_urls(), "px7")
+        pages = firehose.wait_for(lambda got: len(got) >= sum(map(len, expected.values())), timeout=120,
+                                  message="pages")  # fmt: skip
+        firehose.poll(1.0)
+        hits = {name: sum(server.hits.values()) for name, server in (("hard", hard_server), ("easy", easy_server))}
+    assert {p["url"] for p in pages} == set(expected["hard"]) | set(expected["easy"])
+    assert all(p["success"] for p in pages)
+    assert set(residential.fetched()) == set(expected["hard"])
+    assert len(residential.fetched()) == hits["hard"]  # every request of the hard site came through it
+    assert cheap.fetched() == []
+    assert hits["easy"] >= len(expected["easy"])  # fetched direct, at level 0

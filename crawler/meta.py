@@ -41,6 +41,7 @@ INHERITED = (
     "cookie",
     "attrs",
     "proxy",
+    "proxy_labels",  # the labels of the pool proxies the crawl goes through (crawler/proxies.py)
     "dupefilter",
     "priority",
     "curdepth",

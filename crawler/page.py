@@ -126,10 +126,11 @@ def failure_message(request: Request, error: str, status: int | None = None) -> 
     """The page message of a request that finally failed: `success` false and the `exception`.
 
     `url` is the URL the client asked for, also when its redirect chain failed ("max redirections
-    reached", issue 30); `response_url` is the last URL the chain reached.
+    reached", issue 30); `response_url` is the last URL the chain reached; `redirects`, the answers
+    the chain followed before it failed (received, so archived).
     """
     chain = request.meta.get("redirect_urls") or ()
-    return ShoalMessage({
+    message = ShoalMessage({
         "url": chain[0] if chain else request.url,
         "response_url": request.url,
         "status_code": status,
@@ -143,6 +144,9 @@ def failure_message(request: Request, error: str, status: int | None = None) -> 
         "success": False,
         "exception": error,
     })  # fmt: skip
+    if request.meta.get(REDIRECTS):
+        message["redirects"] = request.meta[REDIRECTS]
+    return message
 
 
 def identity(meta: dict[str, Any]) -> dict[str, Any]:

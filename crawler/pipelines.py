@@ -63,9 +63,16 @@ def _page_event(message: str, item: dict[str, Any], action: str) -> None:
     log.info(message, extra=extra)
 
 
+REDIRECTS_KEPT_MAX = 1024 * 1024  # bytes of `redirects` a page sent without its body still carries
+
+
 def without_body(item: dict[str, Any], size: int) -> bytes:
-    """The page reported without its body, flagged, with the size it had (API.md, fix 8)."""
-    return encode({**item, "body": None, "body_dropped": True, "body_bytes": size})
+    """The page reported without its body, flagged, with the size it had (API.md, fix 8); without its
+    redirects' answers too when they are large (hostile hops: 20 of 256 KiB of headers each)."""
+    smaller = {**item, "body": None, "body_dropped": True, "body_bytes": size}
+    if item.get("redirects") and len(encode({"r": item["redirects"]})) > REDIRECTS_KEPT_MAX:
+        smaller.update(redirects=[], redirects_dropped=True)
+    return encode(smaller)
 
 
 def first_error(failure: Any) -> BaseException:

@@ -3,8 +3,9 @@
 Scrapy follows a 3xx (or a meta refresh) inside the downloader: only the last answer becomes a
 page, so the redirect itself and the URL asked for would be in no archive. These subclasses hand
 each followed answer on to the request that follows it (`REDIRECTS` in its meta, in order); the
-page message carries them as `redirects` and the warc component writes each one as a response
-with its request, before the page's own (docs/how-to/archive.md).
+page message carries them as `redirects` (so does the failure message of a chain that ended in
+"max redirections reached") and the warc component writes each one as a response with its request,
+before the page's own (docs/how-to/archive.md).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from scrapy import Request
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware, RedirectMiddleware
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
 from crawler.meta import REDIRECTS
@@ -28,7 +30,12 @@ def keep_hop(request: Request, response: Response, result: Request | Response) -
 
 class ArchivedRedirectMiddleware(RedirectMiddleware):
     def process_response(self, request: Request, response: Response) -> Any:  # type: ignore[override]
-        return keep_hop(request, response, super().process_response(request, response))
+        try:
+            result = super().process_response(request, response)
+        except IgnoreRequest:  # max redirections reached: this answer was received all the same
+            request.meta[REDIRECTS] = [*request.meta.get(REDIRECTS, ()), hop_message(request, response)]
+            raise
+        return keep_hop(request, response, result)
 
 
 class ArchivedMetaRefreshMiddleware(MetaRefreshMiddleware):

@@ -175,10 +175,11 @@ class RecordMaker:
         self.dom_spiders = frozenset(dom_spiders)
 
     def records(self, page: PageMessage) -> list[Record]:
-        """[] for a failed fetch (it has no response); else the records in the order to write them."""
-        if not page.get("success", True) or page.get("status_code") is None:
-            return []
+        """The records in the order to write them; a failed fetch has none but its redirects' (it
+        has no response of its own)."""
         hops = [record for hop in redirects(page) for record in self._exchange(hop)]
+        if not page.get("success", True) or page.get("status_code") is None:
+            return hops
         url = page.get("response_url") or page.get("url") or ""
         date = warc_date(page)
         if page.get("spiderid") in self.dom_spiders:

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 from datetime import datetime
 
+import pytest
 from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Headers, HtmlResponse, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.test import get_crawler
 
 from crawler.downloader import FetchTimeMiddleware, ResponseHeaderBoundMiddleware
 from crawler.meta import REDIRECTS
-from crawler.page import page_message
+from crawler.page import failure_message, page_message
+from crawler.pipelines import without_body
 from crawler.redirects import ArchivedRedirectMiddleware
 from crawler.robots import RobotsArchiveMiddleware, is_robots_fetch
 from crawler.signals import connect_robots
@@ -122,6 +126,11 @@ def test_the_answers_a_redirect_chain_followed_ride_on_to_the_page_in_order() ->
     assert message["redirects"] == hops
     assert set(hops[0]) <= PAGE_FIELDS
     assert redirects.process_response(page, final) is final  # not followed: nothing added
+    assert failure_message(page, "max redirections reached")["redirects"] == hops  # received, so archived
+    tired = Request(URL, meta={"redirect_ttl": 0, REDIRECTS: hops})
+    with pytest.raises(IgnoreRequest):
+        redirects.process_response(tired, Response(URL, status=302, headers={"Location": "/again"}))
+    assert [h["status_code"] for h in tired.meta[REDIRECTS]] == [301, 308, 302]
 
 
 def test_a_robots_txt_answer_goes_to_the_pipeline_and_a_spiders_own_request_for_it_does_not() -> None:
@@ -140,3 +149,14 @@ def test_a_robots_txt_answer_goes_to_the_pipeline_and_a_spiders_own_request_for_
     assert set(message) <= PAGE_FIELDS
     moved = {"dont_obey_robotstxt": True, "redirect_urls": [robots.url]}
     assert is_robots_fetch(robots.replace(url="http://127.0.0.1:8181/elsewhere.txt", meta=moved))
+
+
+def test_a_page_too_large_for_kafka_keeps_small_redirects_and_drops_huge_ones() -> None:
+    small = [{"url": URL, "status_code": 301, "response_headers": {"Location": ["/"]}}]
+    huge = [{"url": URL, "status_code": 302, "response_headers": {"X-Junk": ["x" * 200_000]}}] * 6
+    kept = json.loads(without_body({"url": URL, "body": "b", "redirects": small}, 12 << 20))
+    assert kept["redirects"] == small
+    assert "redirects_dropped" not in kept
+    dropped = json.loads(without_body({"url": URL, "body": "b", "redirects": huge}, 12 << 20))
+    assert (dropped["redirects"], dropped["redirects_dropped"], dropped["body"]) == ([], True, None)
+    assert "redirects_dropped" in PAGE_FIELDS

@@ -266,3 +266,12 @@ def test_a_robots_txt_message_is_a_response_and_its_request(tmp_path: Path) -> N
     assert [(r["type"], r["headers"]["WARC-Target-URI"]) for r in records[1:]] == [("response", robots),
                                                                                    ("request", robots)]
     assert records[1]["payload"] == body
+
+
+def test_a_redirect_chain_that_failed_leaves_the_hops_it_received(tmp_path: Path) -> None:
+    first = "http://127.0.0.1:8181/loop"
+    failed = page(url=first, success=False, status_code=None, exception="max redirections reached", links=[],
+                  redirects=[hop(first, 302, first, "2026-11-26T20:59:59.000001")])  # fmt: skip
+    records = written(tmp_path, [failed])
+    assert [(r["type"], r["headers"]["WARC-Target-URI"]) for r in records[1:]] == [("response", first),
+                                                                                   ("request", first)]

@@ -51,6 +51,7 @@ class PageMessage(TypedDict, total=False):
     fetch_time: str | None  # UTC ISO-8601, no zone: when the request went to the network
     # Issue 44: every fetch in the archive, as served
     redirects: list[dict[str, Any]]  # the answers of the redirects followed to this page, first first (answers.md)
+    redirects_dropped: bool  # with body_dropped: `redirects` were over 1 MiB and left out too
     body_bom: str  # base64 of the byte-order mark served before a text body (its `encoding` leaves it out)
     method: str  # the request's method when not GET; always in a `redirects` entry and a robots.txt message
     # Issue 31: keeping data fresh

@@ -1,4 +1,5 @@
-"""Issue 35: page messages become WARC/1.1 records that warcio reads back as they were written (no sockets)."""
+"""Issue 35: page messages become WARC/1.1 records that warcio reads back as they were written (no sockets).
+Issue 44: redirect hops, robots.txt answers, byte-order marks, request lines and header bytes as served."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from types import SimpleNamespace
 
 from warcio.archiveiterator import ArchiveIterator
 
+from utils.config.clients import topic_configs
 from utils.config.settings import Settings
 from warc.files import Rotation, WarcFiles, complete_end, index, recover
 from warc.loop import Archiver
@@ -275,3 +277,10 @@ def test_a_redirect_chain_that_failed_leaves_the_hops_it_received(tmp_path: Path
     records = written(tmp_path, [failed])
     assert [(r["type"], r["headers"]["WARC-Target-URI"]) for r in records[1:]] == [("response", first),
                                                                                    ("request", first)]
+
+
+def test_the_robots_topic_keeps_pages_as_long_as_the_crawled_firehose() -> None:
+    settings = Settings.load(environ={})
+    firehose = topic_configs(settings, settings.topic("crawled_firehose"))
+    assert topic_configs(settings, settings.topic("robots_firehose")) == firehose
+    assert "retention.ms" in firehose

@@ -33,6 +33,12 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     "ITEM_PIPELINES": {},  # Shoal's Kafka pipeline is the item processor's, after every user pipeline
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.guards.AddressPolicyMiddleware": 50,  # first in, last out: sees every request
+        "crawler.robots.RobotsArchiveMiddleware": 560,  # robots.txt answers after redirects and decoding
+        # Scrapy's redirect middlewares, keeping the answers they follow (the archive writes them)
+        "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+        "crawler.redirects.ArchivedMetaRefreshMiddleware": 580,
+        "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
+        "crawler.redirects.ArchivedRedirectMiddleware": 600,
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,  # retries go through Redis
         "crawler.downloader.RetryStatusMiddleware": 550,
         "crawler.ladder.LadderMiddleware": 580,  # blocks and the domain's level (issue 33), before the pool

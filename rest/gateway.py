@@ -10,6 +10,9 @@ from rest.health import Health, Housekeeper
 from rest.outbound import Outbound
 from rest.pages import PageHub
 from rest.sampler import Sampler
+from utils.apps.api_keys import KeyChecker
+from utils.apps.gate import QuotaGate
+from utils.apps.watch import QuotaWatcher
 from utils.config.clients import RedisClient, redis_client
 from utils.config.settings import Settings
 
@@ -27,6 +30,9 @@ class Gateway:
     housekeeper: Housekeeper
     alerts: Alerts  # the dashboard's alert conditions, held since when (issue 33)
     alert_figures: KafkaFigures
+    keys: KeyChecker  # the API keys per app
+    quotas: QuotaWatcher
+    gate: QuotaGate  # /feed's early quota answer (the kafka monitor checks again)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gateway:
@@ -51,9 +57,12 @@ class Gateway:
             ]
         )
         alerts, figures = Alerts.from_settings(settings)
-        return cls(settings, redis, outbound, PageHub(settings), health, sampler, housekeeper, alerts, figures)
+        quotas = QuotaWatcher.from_settings(settings)
+        return cls(settings, redis, outbound, PageHub(settings), health, sampler, housekeeper, alerts, figures,
+                   KeyChecker(redis), quotas, QuotaGate(redis, quotas))  # fmt: skip
 
     def start(self) -> None:
+        self.quotas.start()
         self.outbound.start()
         self.housekeeper.start()
         log.info("REST gateway started", extra={"my_id": self.health.my_id, "port": self.settings.get_int("REST_PORT")})
@@ -61,6 +70,7 @@ class Gateway:
     def close(self) -> None:
         log.info("Closing Rest Service", extra={"my_id": self.health.my_id})
         self.housekeeper.close()
+        self.quotas.stop()
         self.pages.close()
         self.outbound.close()
         self.alert_figures.close()

@@ -200,10 +200,6 @@ class KafkaMonitor:
         finally:
             self.writer.close()
             self.consumer.close()
-            for plugin in self.plugins:  # e.g. the crawl plugin's ZooKeeper watch of the quotas
-                close = getattr(plugin, "close", None)
-                if close is not None:
-                    close()
 
     # --- steps ----------------------------------------------------------------------------------
     def _start(self, records: list[ConsumerRecord]) -> InFlight:

@@ -36,6 +36,6 @@ async def check_quota(gw: Gateway, message: dict[str, Any]) -> None:
     appid = message.get("appid")
     if not isinstance(appid, str):
         return
-    refusal = await asyncio.to_thread(gw.gate.check, appid) if gw.quotas.current.of(appid).limited else None
+    refusal = await asyncio.to_thread(gw.gate.check, appid)
     if refusal is not None:
         raise ApiError(429, OVER_QUOTA, refusal.cause)

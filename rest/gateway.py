@@ -12,7 +12,6 @@ from rest.pages import PageHub
 from rest.sampler import Sampler
 from utils.apps.api_keys import KeyChecker
 from utils.apps.gate import QuotaGate
-from utils.apps.watch import QuotaWatcher
 from utils.config.clients import RedisClient, redis_client
 from utils.config.settings import Settings
 
@@ -31,7 +30,6 @@ class Gateway:
     alerts: Alerts  # the dashboard's alert conditions, held since when (issue 33)
     alert_figures: KafkaFigures
     keys: KeyChecker  # the API keys per app
-    quotas: QuotaWatcher
     gate: QuotaGate  # /feed's early quota answer (the kafka monitor checks again)
 
     @classmethod
@@ -57,12 +55,10 @@ class Gateway:
             ]
         )
         alerts, figures = Alerts.from_settings(settings)
-        quotas = QuotaWatcher.from_settings(settings)
         return cls(settings, redis, outbound, PageHub(settings), health, sampler, housekeeper, alerts, figures,
-                   KeyChecker(redis), quotas, QuotaGate(redis, quotas))  # fmt: skip
+                   KeyChecker(redis), QuotaGate(redis))  # fmt: skip
 
     def start(self) -> None:
-        self.quotas.start()
         self.outbound.start()
         self.housekeeper.start()
         log.info("REST gateway started", extra={"my_id": self.health.my_id, "port": self.settings.get_int("REST_PORT")})
@@ -70,7 +66,6 @@ class Gateway:
     def close(self) -> None:
         log.info("Closing Rest Service", extra={"my_id": self.health.my_id})
         self.housekeeper.close()
-        self.quotas.stop()
         self.pages.close()
         self.outbound.close()
         self.alert_figures.close()

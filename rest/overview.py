@@ -13,6 +13,7 @@ import ujson
 
 from rest import pushback
 from rest.gateway import Gateway
+from utils.apps import mirror
 from utils.apps.usage import read_figures
 from utils.config.clients import RedisClient
 from utils.frontier import keys
@@ -61,7 +62,7 @@ def build(gw: Gateway) -> dict[str, Any]:
 
 def apps_view(gw: Gateway, appids: list[str] | None = None) -> dict[str, Any]:
     """Each app's figures with its quota; an app with a quota but no crawl yet is listed too."""
-    quotas = gw.quotas.current
+    quotas = mirror.read(gw.redis, appids)
     figures = read_figures(gw.redis, appids)
     named = set(figures) | (set(quotas.apps) if appids is None else set(appids) & set(quotas.apps))
     apps = []

@@ -9,7 +9,6 @@ from kafka_monitor.batch import Batch, Command, Origin
 from kafka_monitor.sink_check import SinkCheck
 from kafka_monitor.urls import domain_and_fingerprint, url_refusal
 from utils.apps.gate import QuotaGate, Refusal
-from utils.apps.watch import QuotaWatcher
 from utils.config.address_policy import AddressPolicy, fetched_url
 from utils.config.clients import redis_client
 from utils.config.errors import InvalidMessage
@@ -79,10 +78,8 @@ class CrawlHandler:
 
     @classmethod
     def from_settings(cls, settings: Settings, **_: Any) -> CrawlHandler:
-        watcher = QuotaWatcher.from_settings(settings)
-        watcher.start()
         return cls(settings.get_int("CRAWL_STATE_TIMEOUT"), AddressPolicy.from_settings(settings),
-                   SinkCheck.from_settings(settings), QuotaGate(redis_client(settings), watcher))  # fmt: skip
+                   SinkCheck.from_settings(settings), QuotaGate(redis_client(settings)))  # fmt: skip
 
     def handle(self, message: dict[str, Any], origin: Origin, batch: Batch) -> None:
         url = message["url"]
@@ -121,10 +118,6 @@ class CrawlHandler:
         if "uuid" in message:
             batch.acknowledge(self._acknowledgement(message))
         batch.log(self.event, message)
-
-    def close(self) -> None:
-        if self.gate is not None:
-            self.gate.watcher.stop()
 
     def _over_quota(self, appid: str, batch: Batch) -> Refusal | None:
         if self.gate is None:

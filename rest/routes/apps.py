@@ -27,5 +27,4 @@ async def list_apps(request: Request, gw: GatewayDep) -> JSONResponse:
 @router.get("/apps/{appid}", summary="One app's figures and quota", responses=ENVELOPE_RESPONSES)
 async def one_app(gw: GatewayDep, appid: AppId) -> JSONResponse:
     view = await asyncio.to_thread(apps_view, gw, [appid])
-    found = view["apps"][0] if view["apps"] else {"appid": appid, "quota": gw.quotas.current.of(appid).as_dict()}
-    return success(found)
+    return success(view["apps"][0] if view["apps"] else {"appid": appid, "quota": view["default_quota"]})

@@ -9,17 +9,17 @@ import pytest
 from kazoo.client import KazooClient
 
 from kafka_monitor.monitor import KafkaMonitor
-from kafka_monitor.plugins.crawl import CrawlHandler
+from redis_monitor.monitor import RedisMonitor
 from tests.integration.test_kafka_monitor import drain, feed
 from tests.integration.test_rest_helpers import write_progress
 from tests.support.cluster import TestCluster
 from tests.support.frontier_keys import progress_hash
 from tests.support.services import wait_until
-from utils.apps import api_keys
+from utils.apps import api_keys, mirror
 from utils.apps.gate import QuotaGate
 from utils.apps.quotas import Quotas
 from utils.apps.usage import Refresher, read_figures
-from utils.apps.watch import QuotaWatcher, quotas_path
+from utils.apps.watch import quotas_path
 from utils.config.clients import redis_client
 from utils.frontier import keys
 from utils.frontier.shards import Shards
@@ -37,13 +37,16 @@ def set_quotas(cluster: TestCluster, zk: KazooClient, text: str) -> None:
     zk.set(path, text.encode())
 
 
-def handler_of(monitor: KafkaMonitor) -> CrawlHandler:
-    return next(p for p in monitor.plugins if isinstance(p, CrawlHandler))
+def wait_for_quota(cluster: TestCluster, appid: str, limit: int | None, rounds: RedisMonitor | None = None) -> None:
+    """Until the copy in Redis the edge reads gives `appid` that quota (running the redis monitor's rounds)."""
+    client = redis_client(cluster.settings)
 
+    def copied() -> bool:
+        if rounds is not None:
+            rounds.run_once()
+        return mirror.read(client, [appid]).of(appid).max_queued == limit
 
-def wait_for_quota(monitor: KafkaMonitor, appid: str, limit: int | None) -> None:
-    watcher = handler_of(monitor).gate.watcher  # type: ignore[union-attr]
-    wait_until(lambda: watcher.current.of(appid).max_queued == limit, timeout=30, message="quota never read")
+    wait_until(copied, timeout=30, message="the quota never reached Redis")
 
 
 @pytest.fixture
@@ -61,8 +64,7 @@ def enqueued(cluster: TestCluster, appid: str) -> int:
 def test_an_app_over_its_queued_quota_is_refused_by_name_while_another_is_queued(
     cluster: TestCluster, monitor: KafkaMonitor, zk_client: KazooClient, topic_reader
 ) -> None:
-    set_quotas(cluster, zk_client, "apps: {flood: {max_queued: 5}}")
-    wait_for_quota(monitor, "flood", 5)
+    mirror.write(redis_client(cluster.settings), Quotas.parse("apps: {flood: {max_queued: 5}}"))
     outbound = topic_reader("outbound_firehose")
     flood = [crawl("flood", i, uuid=f"f{i}") for i in range(8)] + [crawl("flood", 100 + i) for i in range(4)]
     other = [crawl("other", i, uuid=f"o{i}") for i in range(3)]
@@ -95,22 +97,33 @@ def test_a_quota_changed_in_zookeeper_applies_without_a_restart(
     cluster: TestCluster, monitor: KafkaMonitor, zk_client: KazooClient
 ) -> None:
     set_quotas(cluster, zk_client, "default: {max_queued: 2}")
-    wait_for_quota(monitor, "grow", 2)
-    feed(cluster, [crawl("grow", i) for i in range(4)])
-    assert drain(monitor, 4) == 4
-    assert enqueued(cluster, "grow") == 2
-    set_quotas(cluster, zk_client, "default: {max_queued: 2}\napps: {grow: {max_queued: 4}}")
-    wait_for_quota(monitor, "grow", 4)
-    feed(cluster, [crawl("grow", 10 + i) for i in range(4)])
-    assert drain(monitor, 4) == 4
-    monitor.flush()
-    assert enqueued(cluster, "grow") == 4
+    rounds = RedisMonitor.from_settings(cluster.settings)
+    try:
+        wait_for_quota(cluster, "grow", 2, rounds)
+        feed(cluster, [crawl("grow", i) for i in range(4)])
+        assert drain(monitor, 4) == 4
+        assert enqueued(cluster, "grow") == 2
+        set_quotas(cluster, zk_client, "default: {max_queued: 2}\napps: {grow: {max_queued: 4}}")
+        wait_for_quota(cluster, "grow", 4)  # the watch copies it at once: no round needed
+        feed(cluster, [crawl("grow", 10 + i) for i in range(4)])
+        assert drain(monitor, 4) == 4
+        monitor.flush()
+        assert enqueued(cluster, "grow") == 4
+
+        def refreshed() -> dict[str, Any]:
+            rounds.run_once()
+            return read_figures(redis_client(cluster.settings), ["grow"]).get("grow") or {}
+
+        wait_until(lambda: refreshed().get("queued") == 4, timeout=30, message="figures never refreshed")
+        figures = refreshed()
+        assert (figures["quota"], figures["quota_use"]) == ({"max_queued": 4}, {"max_queued": 1.0})
+    finally:
+        rounds.close()
 
 
 def test_the_gate_counts_a_batch_in_memory_and_adds_it_when_the_next_begins(redis_db: Any) -> None:
-    watcher = QuotaWatcher(None, "/unused")
-    watcher.current = Quotas.parse("apps: {news: {max_queued: 3}}")
-    gate = QuotaGate(redis_db, watcher)
+    mirror.write(redis_db, Quotas.parse("apps: {news: {max_queued: 3}}"))
+    gate = QuotaGate(redis_db)
     redis_db.hset(keys.APPS_QUEUED, "news", 1)
     gate.new_batch()
     assert [gate.admit("news") is None for _ in range(3)] == [True, True, False]

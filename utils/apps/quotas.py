@@ -64,8 +64,8 @@ class Quotas:
         apps = data.get("apps") or {}
         if not isinstance(apps, dict):
             raise ValueError("quotas: apps must be a mapping of appid -> quota")
-        return cls({str(app): _quota(str(app), entry) for app, entry in apps.items()},
-                   _quota("default", data.get("default")))  # fmt: skip
+        return cls({str(app): parse_entry(str(app), entry) for app, entry in apps.items()},
+                   parse_entry("default", data.get("default")))  # fmt: skip
 
     def to_yaml(self) -> str:
         data: dict[str, Any] = {"apps": {app: q.as_dict() for app, q in sorted(self.apps.items())}}
@@ -77,7 +77,7 @@ class Quotas:
         return {"default": self.default.as_dict(), "apps": {a: q.as_dict() for a, q in sorted(self.apps.items())}}
 
 
-def _quota(name: str, entry: Any) -> AppQuota:
+def parse_entry(name: str, entry: Any) -> AppQuota:
     if entry is None:
         return AppQuota()
     if not isinstance(entry, dict):
@@ -99,10 +99,10 @@ def changed(quotas: Quotas, appid: str, values: dict[str, int | None], remove: b
     """`quotas` with one app's entry set (None values unset) or removed; `appid` "default" names the default."""
     if appid == "default":
         base = {} if remove else {**quotas.default.as_dict(), **values}
-        return Quotas(dict(quotas.apps), _quota("default", base))
+        return Quotas(dict(quotas.apps), parse_entry("default", base))
     apps = dict(quotas.apps)
     if remove:
         apps.pop(appid, None)
     else:
-        apps[appid] = _quota(appid, {**(apps[appid].as_dict() if appid in apps else {}), **values})
+        apps[appid] = parse_entry(appid, {**(apps[appid].as_dict() if appid in apps else {}), **values})
     return Quotas(apps, quotas.default)

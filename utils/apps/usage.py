@@ -61,7 +61,7 @@ class AppFigures:
         self.pages += found.pages
 
     def set_quota(self, quota: AppQuota) -> None:
-        self.quota = quota.as_dict()
+        self.quota, self.quota_use = quota.as_dict(), {}
         if quota.max_queued is not None:
             self.quota_use["max_queued"] = round(self.queued / quota.max_queued, 4) if quota.max_queued else 1.0
 

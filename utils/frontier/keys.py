@@ -247,3 +247,4 @@ def ladder_domains(spiderid: str) -> str:
 APPS_QUEUED = "shoal:apps:queued"  # HASH appid -> its requests waiting in the frontier (the max_queued quota)
 APPS_FIGURES = "shoal:apps:figures"  # HASH appid -> JSON figures (pages/s, queued, share, ...) of the last refresh
 API_KEYS = "shoal:apikeys"  # HASH key id -> JSON {app, scopes, salt, hash, created}: REST API keys, hashed
+APPS_QUOTAS = "shoal:apps:quotas"  # HASH appid (or `\tdefault`) -> JSON quota: the ZooKeeper node's copy the edge reads

@@ -60,7 +60,13 @@ def fill(settings: Settings, count: int, uuid: bool) -> float:
     began = time.perf_counter()
     producer = Producer({"bootstrap.servers": settings.get_list("KAFKA_HOSTS")[0], "linger.ms": 20})
     for i in range(count):
-        producer.produce(settings.incoming_topic, ujson.dumps(request(i, uuid)).encode())
+        value = ujson.dumps(request(i, uuid)).encode()
+        while True:
+            try:
+                producer.produce(settings.incoming_topic, value)
+                break
+            except BufferError:  # librdkafka's queue is full: let the broker catch up
+                producer.poll(0.1)
         if i % 10_000 == 0:
             producer.poll(0)
     if producer.flush(120):

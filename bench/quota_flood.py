@@ -126,8 +126,9 @@ def run(count: int, uuid: bool) -> dict[str, Any]:
         run_dir = Path(tmp)
         with start_local_services(run_dir / "services", services=["redis", "kafka"]) as services:
             settings = settings_for(services, "INFO", {})
-            with open(run_dir / "kafka-monitor.log", "w") as log_file, redirect_stdout(log_file):
-                setup_logging(settings, component="kafka-monitor")
+            log_file = open(run_dir / "kafka-monitor.log", "w")  # noqa: SIM115 - open until the run ends
+            with redirect_stdout(log_file):
+                setup_logging(settings, component="kafka-monitor")  # stdout as under supervisord
             client = redis_client(settings)
             client.config_set("appendonly", "no")  # as bench/kafka_monitor_ingest.py: measure the monitor
             mirror.write(client, Quotas.parse(f"apps: {{flood: {{max_queued: {QUOTA}}}}}"))
@@ -138,6 +139,7 @@ def run(count: int, uuid: bool) -> dict[str, Any]:
                 seconds, cpu = timed_ingest(settings, count)
             finally:
                 logging.getLogger().handlers[:] = [logging.StreamHandler(sys.stderr)]
+                log_file.close()
             other = len(range(0, count, OTHER_EVERY))
             flood = count - other
             found = answers(settings, flood)

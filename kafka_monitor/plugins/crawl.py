@@ -82,6 +82,10 @@ class CrawlHandler:
                    SinkCheck.from_settings(settings), QuotaGate(redis_client(settings)))  # fmt: skip
 
     def handle(self, message: dict[str, Any], origin: Origin, batch: Batch) -> None:
+        refusal = self._over_quota(message["appid"], batch)  # first: a flood costs no URL parsing
+        if refusal is not None:
+            self._refuse(message, refusal, batch)
+            return
         url = message["url"]
         if "://" not in url:
             url = message["url"] = "http://" + url  # as Scrapy Cluster's request_from_feed retry
@@ -106,10 +110,6 @@ class CrawlHandler:
         if not domain:
             raise InvalidMessage("invalid crawl request", cause=f"url: no host in {url!r}")
         self._check_revisit(message)
-        refusal = self._over_quota(message["appid"], batch)
-        if refusal is not None:
-            self._refuse(message, refusal, batch)
-            return
         message["ts"] = batch.ts
         record = crawl_request.to_record(message)
         batch.requests.append(self._new_request(message, record, domain, fp, origin))

@@ -3,6 +3,8 @@ figures the redis monitor refreshes, the edge's counting between refreshes, and 
 
 from __future__ import annotations
 
+import json
+import uuid
 from typing import Any
 
 import pytest
@@ -17,9 +19,11 @@ from tests.support.frontier_keys import progress_hash
 from tests.support.services import wait_until
 from utils.apps import api_keys, mirror
 from utils.apps.gate import QuotaGate
+from utils.apps.metrics import AppsCollector
 from utils.apps.quotas import Quotas
 from utils.apps.usage import Refresher, read_figures
 from utils.apps.watch import quotas_path
+from utils.cli.main import main
 from utils.config.clients import redis_client
 from utils.frontier import keys
 from utils.frontier.shards import Shards
@@ -175,3 +179,46 @@ def test_an_api_key_is_stored_hashed_checked_and_revoked_at_once(redis_db: Any) 
     assert "hash" not in api_keys.listed(redis_db)[0]
     assert api_keys.revoke(redis_db, key_id)
     assert checker.principal(key) is None  # checked before, revoked now: refused at once
+
+
+# --- By hand and by Prometheus: `shoal apps`, `shoal keys`, the per-app metrics -------------------
+@pytest.mark.single_redis
+def test_shoal_apps_and_keys_show_figures_set_quotas_and_keys(
+    redis_db: Any, services: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kwargs = redis_db.connection_pool.connection_kwargs
+    path = f"/shoal-test/{uuid.uuid4().hex[:8]}/"
+    where = [f"-sREDIS_{name.upper()}={kwargs[name]}" for name in ("host", "port", "db")]
+    where += [f"-sZOOKEEPER_HOSTS={services.zookeeper.address}", f"-sZOOKEEPER_ASSIGN_PATH={path}"]
+    write_progress(redis_db, "news", "c1", queued=4, inflight=1, enqueued=5)
+    Refresher(redis_db, Shards.for_client(redis_db), 10**9, 30.0, 2.0).refresh(Quotas())
+    assert main([*where, "apps"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:4] == ["appid", "running", "queued", "inflight"]
+    assert table[1].split()[:4] == ["news", "1", "4", "1"]
+    assert main([*where, "apps", "quota", "news", "--max-queued", "40"]) == 0
+    assert main([*where, "apps", "quota", "default", "--max-queued", "9"]) == 0
+    capsys.readouterr()
+    assert main([*where, "apps", "quotas", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"default": {"max_queued": 9}, "apps": {"news": {"max_queued": 40}}}
+    assert main([*where, "apps", "quota", "news"]) == 2  # neither a value nor --remove
+    assert main([*where, "keys", "create", "news", "--scopes", "feed,delete"]) == 2  # no such scope
+    assert main([*where, "keys", "create", "news", "--json"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert api_keys.KeyChecker(redis_db).principal(created["key"]) is not None
+    assert main([*where, "keys", "revoke", created["id"]]) == 0
+    assert api_keys.KeyChecker(redis_db).principal(created["key"]) is None
+
+
+def test_the_per_app_metrics_are_labelled_by_app_only(redis_db: Any) -> None:
+    write_progress(redis_db, "news", "c1", queued=4, inflight=1, enqueued=5)
+    write_progress(redis_db, "news", "c2", queued=6, enqueued=6)
+    Refresher(redis_db, Shards.for_client(redis_db), 10**9, 30.0, 2.0).refresh(
+        Quotas.parse("default: {max_queued: 20}")
+    )
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in AppsCollector(redis_db).collect() for s in family.samples}  # fmt: skip
+    assert samples[("shoal_app_queued", (("appid", "news"),))] == 10
+    assert samples[("shoal_app_inflight", (("appid", "news"),))] == 1
+    assert samples[("shoal_app_quota_use", (("appid", "news"), ("quota", "max_queued")))] == 0.5
+    assert {label for _, labels in samples for label, _ in labels} == {"appid", "quota"}  # never a crawl

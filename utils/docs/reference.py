@@ -18,8 +18,8 @@ from typing import Any
 
 from prometheus_client.metrics import MetricWrapperBase
 
-from utils.config import settings_doc
 from utils.apps import metrics as apps_metrics
+from utils.config import settings_doc
 from utils.freshness import metrics as freshness_metrics
 from utils.frontier import capacity as capacity_metrics
 from utils.frontier import keys as frontier_keys
@@ -96,8 +96,8 @@ def _metric_rows() -> Iterator[tuple[str, str, str, str]]:
         yield name, "gauge (read from PostgreSQL at scrape time)", "appid, crawlid", text
     no_apps: Any = SimpleNamespace(hgetall=lambda _key: {})
     for apps_family in apps_metrics.AppsCollector(no_apps).collect():  # per app (issue 42), by the redis monitor
-        yield apps_family.name, "gauge (per app, read from Redis)", ", ".join(apps_family._labelnames), \
-            apps_family.documentation  # fmt: skip
+        labels = ", ".join(getattr(apps_family, "_labelnames", ()))  # a GaugeMetricFamily's, not typed on Metric
+        yield apps_family.name, "gauge (per app, read from Redis)", labels, apps_family.documentation
     empty_pool: Any = SimpleNamespace(state=list)
     for proxy_family in proxy_metrics.ProxyCollector(empty_pool).collect():
         yield proxy_family.name, "gauge (proxy pool, read from Redis)", "proxy", proxy_family.documentation

@@ -12,9 +12,8 @@ from typing import Any
 import ujson
 
 from rest import pushback
+from rest.apps_view import apps_view
 from rest.gateway import Gateway
-from utils.apps import mirror
-from utils.apps.usage import read_figures
 from utils.config.clients import RedisClient
 from utils.frontier import keys
 from utils.frontier.shards import Shards, spider_shards
@@ -58,19 +57,6 @@ def build(gw: Gateway) -> dict[str, Any]:
         "pushback": alert_card(gw, queues["spiders"]),
         "apps": apps_view(gw)["apps"],
     }
-
-
-def apps_view(gw: Gateway, appids: list[str] | None = None) -> dict[str, Any]:
-    """Each app's figures with its quota; an app with a quota but no crawl yet is listed too."""
-    quotas = mirror.read(gw.redis, appids)
-    figures = read_figures(gw.redis, appids)
-    named = set(figures) | (set(quotas.apps) if appids is None else set(appids) & set(quotas.apps))
-    apps = []
-    for appid in sorted(named):
-        entry = figures.get(appid) or {"appid": appid}
-        entry["quota"] = quotas.of(appid).as_dict()
-        apps.append(entry)
-    return {"apps": apps, "default_quota": quotas.default.as_dict()}
 
 
 def alert_card(gw: Gateway, queued_spiders: list[dict[str, Any]]) -> dict[str, Any]:

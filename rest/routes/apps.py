@@ -8,10 +8,10 @@ import asyncio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from rest.apps_view import apps_view
 from rest.deps import AppId, GatewayDep, principal_of
 from rest.envelope import success
 from rest.openapi import ENVELOPE_RESPONSES
-from rest.overview import apps_view
 
 router = APIRouter(tags=["apps"])
 

@@ -12,6 +12,7 @@ from typing import Any
 import ujson
 
 from rest import pushback
+from rest.apps_view import apps_view
 from rest.gateway import Gateway
 from utils.config.clients import RedisClient
 from utils.frontier import keys
@@ -54,6 +55,7 @@ def build(gw: Gateway) -> dict[str, Any]:
         **proxy_cards(gw, now),
         "renderers": renderers(gw.redis, now, gw.settings.get_int("HEARTBEAT_TIMEOUT")),
         "pushback": alert_card(gw, queues["spiders"]),
+        "apps": apps_view(gw)["apps"],
     }
 
 

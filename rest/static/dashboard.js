@@ -208,6 +208,18 @@ function renderRenderers(data) {
     el("td", { class: "num" }, fmt(r.browser_restarts)))));
 }
 
+function percent(v) { return v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)} %`; }
+
+function renderApps(data) {
+  const rows = data.apps || [];
+  document.getElementById("apps-card").hidden = !rows.length;
+  document.querySelector("#apps tbody").replaceChildren(...rows.map((a) => el("tr", { "data-app": a.appid },
+    el("td", {}, a.appid), el("td", { class: "num" }, fmt(a.running || 0)), el("td", { class: "num" }, fmt(a.queued || 0)),
+    el("td", { class: "num" }, fmt(a.inflight || 0)), el("td", { class: "num" }, (a.pages_per_sec || 0).toFixed(2)),
+    el("td", { class: "num" }, percent(a.share)), el("td", { class: "num" }, seconds(a.first_page_sec)),
+    el("td", { class: "num" }, Object.entries(a.quota_use || {}).map(([q, v]) => `${q} ${percent(v)}`).join(", ") || "–"))));
+}
+
 // Revisits (issue 31): per crawl from GET /revisits, every REVISITS_MS; hidden without a sink's tables.
 const REVISITS_MS = 10000;
 let revisitsAt = 0;
@@ -286,7 +298,7 @@ async function refresh() {
     const data = envelope.data;
     document.getElementById("banner").hidden = true;
     for (const render of [renderHealth, renderTotals, renderCrawls, renderChart, renderQueues, renderErrors, renderProcesses, renderProxies, renderRenderers,
-      renderPushback]) {
+      renderPushback, renderApps]) {
       render(data);
     }
     pickStream(data);

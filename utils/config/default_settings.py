@@ -190,6 +190,7 @@ REDIS_MONITOR_PLUGINS: dict[str, int | None] = {  # dotted path -> rank; None di
     "redis_monitor.plugins.dead_letters.DeadLetterMonitor": 600,
     "redis_monitor.plugins.reaper.ReaperMonitor": 700,
     "redis_monitor.plugins.finished.FinishedMonitor": 800,
+    "redis_monitor.plugins.apps.AppsMonitor": 900,
 }
 REDIS_MONITOR_SLEEP_TIME = 0.1  # seconds; shortest pause of an idle redis monitor loop (a job or due work ends it)
 REDIS_MONITOR_BATCH = 10  # jobs; most jobs one monitor takes per round (small: idle monitors share a burst)
@@ -201,6 +202,7 @@ REAPER_INTERVAL = 1.0  # seconds; period of the lease reaper's pass over every s
 REAPER_BATCH = 500  # leases; most expired leases one reaper call re-queues or dead-letters
 EXPIRE_INTERVAL = 1.0  # seconds; period of the check for crawls whose `expires` time has passed
 FINISHED_INTERVAL = 1.0  # seconds; period of the check for crawls with nothing queued, in flight or delayed
+APPS_REFRESH_INTERVAL = 2.0  # seconds; period of the per-app figures (queued, pages/s, quota use) in Redis
 STATS_DUMP_CRAWL = True  # bool; the periodic stats dump also logs the crawlers' counters
 STATS_DUMP_QUEUE = True  # bool; the periodic stats dump also logs the queue backlogs
 

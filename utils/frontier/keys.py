@@ -241,3 +241,10 @@ def ladder_history(spiderid: str, domain: str) -> str:
 def ladder_domains(spiderid: str) -> str:
     """ZSET domain -> level: every domain of the spider that ever left level 0 (REST, dashboard, metrics)."""
     return f"{{{spiderid}:ladder}}:domains"
+
+
+# --- Apps sharing the cluster (utils/apps) -------------------------------------------------------
+APPS_QUEUED = "shoal:apps:queued"  # HASH appid -> its requests waiting in the frontier (the max_queued quota)
+APPS_FIGURES = "shoal:apps:figures"  # HASH appid -> JSON figures (pages/s, queued, share, ...) of the last refresh
+API_KEYS = "shoal:apikeys"  # HASH key id -> JSON {app, scopes, salt, hash, created}: REST API keys, hashed
+APPS_QUOTAS = "shoal:apps:quotas"  # HASH appid (or `\tdefault`) -> JSON quota: the ZooKeeper node's copy the edge reads

@@ -138,7 +138,7 @@ class LadderMiddleware:
         level, owner = int(meta.get(LEVEL, 0)), meta.get(LADDER_OF)
         record_block(spider.name, found.reason)
         log.warning("Block detected", extra={"spiderid": spider.name, "domain": domain, "url": url,
-                                             "reason": found.reason, "detail": found.detail, "level": level})
+                                             "reason": found.reason, "detail": found.detail, "ladder_level": level})
         if owner and owner != spider.name:  # rendered for another spider's ladder: a block there climbs it (to 4)
             self.step(spider, domain, self.ladder.detect, found.reason, owner)
         elif level >= self.cache.get(domain, (0.0, 0))[1]:  # a try stamped below: already answered

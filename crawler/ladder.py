@@ -113,6 +113,8 @@ class LadderMiddleware:
         level = request.meta[LEVEL]
         if level >= PAUSED:
             raise DomainPaused(f"domain {lease.domain} is paused (ladder level 4)")
+        if level < self.cache.get(lease.domain, (0.0, 0))[1] < PAUSED:
+            self.fetched_below(lease)
         if level == RENDERED and spider.name != self.render_spider and self.render_nodes():
             self.move_to_render(request, spider, lease)
 
@@ -238,12 +240,8 @@ class LadderMiddleware:
         """The domain's level for the pops to stamp, with its pace: LADDER_SLOW_DELAY between two hits,
         cluster-wide, at levels 1-3 (from now on: the first slow fetch too comes that long after the
         step); lifted at 0 and at 4 (paused: its requests are dead-lettered as they come)."""
-        try:
-            engine = self.crawler.engine
-        except RuntimeError:  # Scrapy 2.13 raises before the crawl starts: no scheduler, no throttle yet
-            return
-        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
-        if scheduler is None or not hasattr(scheduler, "throttle"):
+        scheduler = self.scheduler()
+        if scheduler is None:
             return
         delay = self.slow_delay if 0 < level < PAUSED else 0.0
         try:
@@ -251,6 +249,28 @@ class LadderMiddleware:
             scheduler.frontier.set_ladder_pace(spider.name, domain, key, level, delay, self.state_ttl if level else 1)
         except RedisError as exc:
             log.warning("Could not change a domain's throttle delay", extra={"domain": domain, "error": str(exc)})
+
+    def fetched_below(self, lease: Any) -> None:
+        """A request leased before its domain stepped to a slower rung, fetched after the step: the
+        slow pace counts from this fetch too (less SLOT_SLACK), so the first fetch at the new rung
+        keeps LADDER_SLOW_DELAY from it (utils/frontier/lua/fetched.lua)."""
+        scheduler = self.scheduler()
+        if scheduler is None:
+            return
+        try:
+            scheduler.frontier.fetched_late(lease, scheduler.throttle.policy().key(lease.domain), time.time(), 0.0)
+        except RedisError as exc:
+            log.warning("Could not record a fetch below the domain's level",
+                        extra={"domain": lease.domain, "error": str(exc)})  # fmt: skip
+
+    def scheduler(self) -> Any:
+        """The crawl's distributed scheduler (its frontier and throttle), None before the crawl starts."""
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # Scrapy 2.13 raises before the crawl starts: no scheduler, no throttle yet
+            return None
+        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
+        return scheduler if scheduler is not None and hasattr(scheduler, "throttle") else None
 
     def render_nodes(self) -> bool:
         """Whether a render process reported within HEARTBEAT_TIMEOUT (read at most every LADDER_REFRESH)."""

@@ -263,17 +263,21 @@ def test_a_lease_keeps_the_level_its_pop_spent_its_hit_at_and_only_its_rungs_fet
     for request in early[:3]:  # LADDER_UP_AFTER (3) refusals at full speed
         blocked(mw, request, status=429)
     assert mw.ladder.state("link", "shop.test")["level"] == 1
-    for request in early[3:]:  # leased before the step, fetched after it
+    time.sleep(1.0)
+    for request in early[3:]:  # leased before the step, fetched a second after it
+        fetched = time.time()
         blocked(mw, request, status=429)
         assert request.meta[LEVEL] == 0
     state = mw.ladder.state("link", "shop.test")
     assert (state["level"], state["recent_detections"]) == (1, 0)  # not counted against "slower"
-    slow = []
+    slow, at = [], []
     for _ in range(3):  # fetched at the slow rung's own pace: these count, and the third steps it up
         (lease,) = wait_until(lambda: frontier.pop("link", 1, POLICY).leases, timeout=15)
+        at.append(time.time())
         slow.append(from_lease(lease))
         blocked(mw, slow[-1], status=429)
     assert [r.meta[LEVEL] for r in slow] == [1, 1, 1]
+    assert at[0] - fetched >= (1 - SLOT_SLACK) * mw.slow_delay  # the first slow fetch, from the last fetch
     assert mw.ladder.state("link", "shop.test")["level"] == 4  # no proxy pool, no render node: paused
     assert scheduler.frontier.levels == [("shop.test", 1), ("shop.test", 4)]
 

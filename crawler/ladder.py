@@ -153,10 +153,11 @@ class LadderMiddleware:
         """The level a leased request is fetched at: pinned in ZooKeeper, else the one its pop stamped
         (the level whose pace its throttle hit was spent at: only fetches made at a rung's own pace
         count against it), else (a lease no pop made) the domain's level now."""
+        now = self.level(spider, lease.domain)  # also keeps the pops' copy current (a level set by hand)
         blocks = self.domain_blocks(spider, lease.domain)
-        if blocks is not None and blocks.pinned is not None:
-            return int(blocks.pinned)
-        return self.level(spider, lease.domain) if lease.level is None else int(lease.level)
+        if lease.level is None or (blocks is not None and blocks.pinned is not None):
+            return now
+        return int(lease.level)
 
     def block_budget(self, spider: Spider, domain: str) -> int:
         """Blocks a request may meet before it is dead-lettered as blocked: enough for its domain to

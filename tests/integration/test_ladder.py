@@ -311,6 +311,21 @@ def test_the_first_slow_fetch_comes_a_slow_delay_after_the_step_though_a_retry_a
     assert time.time() - fetched >= (1 - SLOT_SLACK) * slow  # counted from the fetch, less the slack
 
 
+def test_a_level_set_by_hand_reaches_the_pops_at_the_next_read(redis_db: redis.Redis) -> None:
+    mw, _, _, scheduler = ladder_middleware(redis_db)
+    frontier = scheduler.frontier
+    frontier.enqueue([new(f"http://shop.test/{i}", "shop.test") for i in range(2)])
+    mw.ladder.set_level("link", "shop.test", 4, reason="banned us")  # `shoal domain set`: Redis only
+    first = from_lease(frontier.pop("link", 1, POLICY).leases[0])
+    assert first.meta[LEASE].level == 0  # the pops have not seen it yet
+    mw.process_request(first)  # fetched as leased; the crawler reads Redis' level meanwhile...
+    assert first.meta[LEVEL] == 0
+    (lease,) = frontier.pop("link", 1, POLICY).leases
+    assert lease.level == 4  # ...and writes it where the pops stamp from
+    with pytest.raises(DomainPaused):
+        mw.process_request(from_lease(lease))
+
+
 def test_a_challenge_site_with_markers_alone_reaches_the_browser_rung_at_default_settings(
     redis_db: redis.Redis,
 ) -> None:

@@ -93,13 +93,9 @@ class RetryPolicy:
         """The fate of a request on its `attempt`-th try (0 = first) that ended in `failure`, after
         `blocks` earlier tries that were blocks (a block is retried while `blocks` is under its budget)."""
         error = failure.value
-        if isinstance(error, Blocked):
-            spent, budget = blocks, error.budget
+        if isinstance(error, RetryableStatus):
+            spent, budget = (blocks, error.budget) if isinstance(error, Blocked) else (attempt, self.times)
             status: int | None = error.response.status
-            retry_after = _retry_after(error.response) if status in PAUSING_STATUSES else None
-        elif isinstance(error, RetryableStatus):
-            spent, budget = attempt, self.times
-            status = error.response.status
             retry_after = _retry_after(error.response) if status in PAUSING_STATUSES else None
         elif isinstance(error, self.exceptions):
             spent, budget = attempt, self.times

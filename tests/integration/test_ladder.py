@@ -311,19 +311,22 @@ def test_the_first_slow_fetch_comes_a_slow_delay_after_the_step_though_a_retry_a
     assert time.time() - fetched >= (1 - SLOT_SLACK) * slow  # counted from the fetch, less the slack
 
 
-def test_a_level_set_by_hand_reaches_the_pops_at_the_next_read(redis_db: redis.Redis) -> None:
+def test_a_level_set_by_hand_reaches_the_next_pop_and_a_crawlers_read_brings_its_pace(redis_db: redis.Redis) -> None:
     mw, _, _, scheduler = ladder_middleware(redis_db)
     frontier = scheduler.frontier
-    frontier.enqueue([new(f"http://shop.test/{i}", "shop.test") for i in range(2)])
-    mw.ladder.set_level("link", "shop.test", 4, reason="banned us")  # `shoal domain set`: Redis only
-    first = from_lease(frontier.pop("link", 1, POLICY).leases[0])
-    assert first.meta[LEASE].level == 0  # the pops have not seen it yet
-    mw.process_request(first)  # fetched as leased; the crawler reads Redis' level meanwhile...
-    assert first.meta[LEVEL] == 0
+    frontier.enqueue([new(f"http://shop.test/{i}", "shop.test") for i in range(3)])
+    mw.ladder.set_level("link", "shop.test", 4, reason="banned us")  # `shoal domain set`
     (lease,) = frontier.pop("link", 1, POLICY).leases
-    assert lease.level == 4  # ...and writes it where the pops stamp from
+    assert lease.level == 4
     with pytest.raises(DomainPaused):
         mw.process_request(from_lease(lease))
+    mw.ladder.set_level("link", "shop.test", 1, reason="try it slower")
+    first = from_lease(frontier.pop("link", 1, POLICY).leases[0])
+    assert first.meta[LEASE].level == 1
+    mw.cache.clear()  # LADDER_REFRESH later
+    mw.process_request(first)  # the crawler reads the level: its pace joins it
+    assert scheduler.frontier.levels == [("shop.test", 4), ("shop.test", 1)]
+    assert frontier.pop("link", 1, POLICY).leases == []  # LADDER_SLOW_DELAY from now
 
 
 def test_a_challenge_site_with_markers_alone_reaches_the_browser_rung_at_default_settings(

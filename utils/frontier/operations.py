@@ -327,7 +327,7 @@ class Frontier:
         for `hold` seconds: pop.lua spaces its hits by them and stamps its leases with the level."""
         self.round_trips += 1
         tag = self.shards.tag(domain)
-        names = [tag + keys.throttle_states(throttle_key, domain), tag + keys.ladder_levels(spiderid)]
+        names = [tag + keys.ladder_levels(spiderid), tag + keys.throttle_states(throttle_key, domain)]
         self.scripts.ladder_pace(keys=names, args=[level, seconds, hold, domain])
 
     # --- helpers ---------------------------------------------------------------------------------

@@ -39,3 +39,17 @@ def lease_fetched(crawler: Any, lease: Any, at: float) -> None:
     if callback is not None:
         callback(lease, at)
 
+
+_ROBOTS = "_shoal_robots_fetched"
+
+
+def connect_robots(crawler: Any, callback: Callable[[dict[str, Any]], None]) -> None:
+    """The Kafka pipeline's hook: called with the message of each robots.txt fetch (crawler/robots.py)."""
+    setattr(crawler, _ROBOTS, callback)
+
+
+def robots_fetched(crawler: Any, message: dict[str, Any]) -> None:
+    """Sent by the robots archive middleware when a robots.txt answer comes back."""
+    callback = getattr(crawler, _ROBOTS, None)
+    if callback is not None:
+        callback(message)

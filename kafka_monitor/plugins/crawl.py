@@ -43,6 +43,7 @@ class CrawlRequest(TypedDict, total=False):
     headers: dict[str, str] | None
     body: str | None
     proxy: str | None
+    proxy_labels: dict[str, str] | None
     dont_filter: bool
     dupefilter: str
     revisit: dict[str, Any] | None

@@ -169,8 +169,15 @@ function renderProxies(data) {
     const domains = Object.keys(p.quarantined_domains);
     const state = p.quarantined_until ? el("span", { class: "pill bad" }, "quarantined")
       : domains.length ? el("span", { class: "pill warn" }, `${domains.length} domain(s)`) : el("span", { class: "pill ok" }, "healthy");
-    return el("tr", { title: domains.join(", ") }, el("td", {}, p.proxy), el("td", {}, state),
-      el("td", { class: "num" }, fmt(p.requests)), el("td", { class: "num" }, fmt(p.bans)));
+    return el("tr", { title: domains.join(", ") }, el("td", {}, p.proxy), el("td", { class: "muted" }, p.group),
+      el("td", {}, state), el("td", { class: "num" }, fmt(p.requests)), el("td", { class: "num" }, fmt(p.bans)));
+  }));
+  // Each group of labels (a request asks for one): how many of its proxies are not quarantined everywhere.
+  document.querySelector("#proxy-groups tbody").replaceChildren(...(data.proxy_groups || []).map((g) => {
+    const pill = g.healthy === 0 ? "pill bad" : g.healthy < g.proxies || g.quarantined_domains ? "pill warn" : "pill ok";
+    return el("tr", { "data-group": g.group }, el("td", {}, g.group),
+      el("td", {}, el("span", { class: pill }, `${g.healthy}/${g.proxies} healthy`)),
+      el("td", { class: "num" }, fmt(g.requests)), el("td", { class: "num" }, fmt(g.bans)));
   }));
 }
 

@@ -114,7 +114,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--warc", action="store_true", help="start the warc writer too (WARC_ENABLED)")
     if name in ("down", "status"):
         p.add_argument("--node", default="default")
-    if name == "status":
+    if name in ("status", "proxies"):
         p.add_argument("--json", action="store_true", help="machine-readable output")
     if name == "service":
         p.add_argument("name", choices=["redis", "zookeeper", "kafka", "postgres"])

@@ -227,7 +227,7 @@ ALERT_LAG_WINDOW = 600  # seconds; the lag alerts' deriv(...[10m]): "growing" ov
 ALERT_LAG_FOR = 600  # seconds; the lag alerts' `for:`
 
 # --- Proxy pool --------------------------------------------------------------------------------
-PROXY_LIST = ""  # proxy URLs; comma-separated, or @path to a file with one per line; empty = no pool
+PROXY_LIST = ""  # proxy URLs, each may end in #key=value,... labels; comma-separated or @path (one a line); "" = none
 PROXY_BAN_CODES = [403, 407, 429, 503]  # HTTP statuses; a response through a pool proxy with one bans the proxy
 PROXY_COOLDOWN = 1800.0  # seconds; quarantine of a banned proxy for a domain, doubled per repeated ban
 PROXY_COOLDOWN_MAX = 86400.0  # seconds; longest quarantine after repeated bans

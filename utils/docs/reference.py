@@ -95,7 +95,8 @@ def _metric_rows() -> Iterator[tuple[str, str, str, str]]:
         yield name, "gauge (read from PostgreSQL at scrape time)", "appid, crawlid", text
     empty_pool: Any = SimpleNamespace(state=list)
     for proxy_family in proxy_metrics.ProxyCollector(empty_pool).collect():
-        yield proxy_family.name, "gauge (proxy pool, read from Redis)", "proxy", proxy_family.documentation
+        labels = ", ".join(getattr(proxy_family, "_labelnames", ()))  # a GaugeMetricFamily keeps its label names
+        yield proxy_family.name, "gauge (proxy pool, read from Redis)", labels, proxy_family.documentation
 
 
 def metrics_table() -> str:

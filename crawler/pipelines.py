@@ -43,7 +43,10 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def dead_letter_reason(letter: dict[str, Any]) -> str:
-    """A bounded label for a dead letter: its HTTP status, else its exception's class name."""
+    """A bounded label for a dead letter: "blocked" (crawler.retry.Blocked), its HTTP status, else its
+    exception's class name."""
+    if str(letter.get("error") or "").startswith("Blocked:"):
+        return "blocked"
     if letter.get("status_code"):
         return str(letter["status_code"])
     return str(letter.get("error") or "error").split(":", 1)[0]

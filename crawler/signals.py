@@ -40,21 +40,6 @@ def lease_fetched(crawler: Any, lease: Any, at: float) -> None:
         callback(lease, at)
 
 
-_LEASED = "_shoal_leases_received"
-
-
-def connect_leased(crawler: Any, callback: Callable[..., None]) -> None:
-    """The ladder's hook: called with the leases of a pop as the scheduler receives them (issue 33)."""
-    setattr(crawler, _LEASED, callback)
-
-
-def leases_received(crawler: Any, leases: list[Any]) -> None:
-    """Sent by the scheduler when a pop hands it leases, before they wait for the engine."""
-    callback = getattr(crawler, _LEASED, None)
-    if callback is not None and leases:
-        callback(leases)
-
-
 _ROBOTS = "_shoal_robots_fetched"
 
 

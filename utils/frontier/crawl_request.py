@@ -18,7 +18,7 @@ ID_DIGITS = 16  # a request id: 13 hex digits of server time in µs, then a 3-di
 KEPT_BY_KEYS = frozenset({"appid", "crawlid", "spiderid", "request_id", "ts"})
 
 # Added by Shoal when a request is stored; never accepted from clients.
-INTERNAL_FIELDS = ("curdepth", "request_id", "attempt", "ts", "callback", "cb_kwargs", "not_before")
+INTERNAL_FIELDS = ("curdepth", "request_id", "attempt", "blocks", "ts", "callback", "cb_kwargs", "not_before")
 
 
 def crawl_defaults() -> dict[str, Any]:

@@ -80,6 +80,13 @@ def inflight(spiderid: str) -> str:
     return f"{spiderid}:inflight"
 
 
+def ladder_levels(spiderid: str) -> str:
+    """HASH domain -> `<level>:<until unix s>`: each domain's ladder level above 0 as its crawlers
+    last wrote it with its pace (ladder_pace.lua), next to the queues so pop.lua stamps every lease
+    with the level its throttle was spent at (the ladder's own keys are in another slot)."""
+    return f"{spiderid}:ladder_levels"
+
+
 def dupefilter(spiderid: str, crawlid: str) -> str:
     """SET of 8-byte request fingerprints of one crawl; idle expiry DUPEFILTER_TIMEOUT."""
     return f"{spiderid}:dupefilter:{crawlid}"

@@ -24,7 +24,7 @@ LUA_KEYS: tuple[Callable[..., str], ...] = (
     keys.heads, keys.line, keys.line_of, keys.classes_ready, keys.classes_snoozed, keys.policy,
     keys.inflight, keys.delayed, keys.dupefilter, keys.bloom_dupefilter, keys.domain_pages,
     keys.global_pages, keys.stopped, keys.dead_letters, keys.throttles, keys.spider_throttle_prefix,
-    keys.wake,
+    keys.wake, keys.ladder_levels,
 )  # fmt: skip
 _MARK = "\x00"
 _PLACEHOLDER = re.compile(f"{_MARK}(\\w+){_MARK}")

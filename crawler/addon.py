@@ -33,6 +33,12 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     "ITEM_PIPELINES": {},  # Shoal's Kafka pipeline is the item processor's, after every user pipeline
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.guards.AddressPolicyMiddleware": 50,  # first in, last out: sees every request
+        "crawler.robots.RobotsArchiveMiddleware": 560,  # robots.txt answers after redirects and decoding
+        # Scrapy's redirect middlewares, keeping the answers they follow (the archive writes them)
+        "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+        "crawler.redirects.ArchivedMetaRefreshMiddleware": 580,
+        "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
+        "crawler.redirects.ArchivedRedirectMiddleware": 600,
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,  # retries go through Redis
         "crawler.downloader.RetryStatusMiddleware": 550,
         "crawler.ladder.LadderMiddleware": 580,  # blocks and the domain's level (issue 33), before the pool
@@ -53,6 +59,12 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     },
     "EXTENSIONS": {"scrapy.extensions.remote_control.RemoteControl": None},  # no open control port
     "DOWNLOAD_HANDLERS": {},
+}
+# Scrapy components Shoal runs as subclasses of its own: a user who switches Scrapy's off (None)
+# switches Shoal's off with it, so REDIRECT_ENABLED and the component dict both still work.
+SUBCLASSED = {
+    "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": "crawler.redirects.ArchivedRedirectMiddleware",
+    "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": "crawler.redirects.ArchivedMetaRefreshMiddleware",
 }
 
 # Scrapy settings Shoal decides; users change them through Shoal (or not at all).
@@ -90,7 +102,10 @@ class ShoalAddon:
         for name, value in FIXED.items():
             put(name, value)
         for name, ours in COMPONENTS.items():
-            put(name, {**settings.getdict(name), **user.pop(name, {}), **ours})
+            theirs = user.pop(name, {})
+            switched_off = {SUBCLASSED[path]: None for path, order in theirs.items() if path in SUBCLASSED
+                            and order is None}  # fmt: skip
+            put(name, {**settings.getdict(name), **theirs, **ours, **switched_off})
         for name in PASSED_THROUGH:
             put(name, shoal[name])
         _set_limits(put, shoal)

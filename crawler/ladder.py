@@ -1,9 +1,11 @@
 """Downloader middleware of the block escalation ladder (issue 33): detect, step, fetch at the level.
 
-A request is stamped with its domain's level when the scheduler leases it (a pop) and finishes at
-that level whatever the domain does while it waits or is fetched (a redirect keeps the stamp). Level 1 and above: the
-domain's throttle holds LADDER_SLOW_DELAY between hits cluster-wide (set when it steps up, lifted
-when it comes back to 0), and a 429/503's Retry-After holds it back as for any retry. Level 2: the
+A request is stamped with its domain's level by the pop that leases it (utils/frontier/lua/pop.lua
+reads the level written with the domain's pace, utils/frontier/lua/ladder_pace.lua, so the stamp is
+the level whose pace the lease's throttle hit was spent at) and finishes at that level whatever the
+domain does while it waits or is fetched (a redirect keeps the stamp). Level 1 and above: the
+domain's throttle holds LADDER_SLOW_DELAY between hits cluster-wide (set when it steps up, counted
+from the step; lifted when it comes back to 0), and a 429/503's Retry-After holds it back as for any retry. Level 2: the
 proxy pool takes the request (with LADDER_PROXY_ONLY, only from there). Level 3: the request moves
 to the render spider's queue while render nodes report. Level 4: each request is dead-lettered.
 A domain steps over 2 without a proxy pool (PROXY_LIST) and over 3 while no render node reports.
@@ -12,9 +14,10 @@ on its pages: what their pages show, clean or a block, counts on that spider's l
 at 3 comes down after M clean rendered pages.
 
 A response the detector calls a block counts against the domain (unless its try was stamped below the
-domain's level: that step was already taken) and is retried through Redis, so it is fetched again at
-the level the domain has by then (a status only when RETRY_HTTP_CODES has it); a clean page of a
-domain above 0 counts towards its way down.
+domain's level: that step was already taken) and is retried through Redis (`Blocked`), so it is fetched
+again at the level the domain has by then (a status only when RETRY_HTTP_CODES has it), on a budget of
+its own: enough blocks for the domain to climb every rung it may use, not RETRY_TIMES. A clean page
+of a domain above 0 counts towards its way down.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from scrapy.utils.misc import load_object
 
 from crawler.blocks import Detection, Detector
 from crawler.meta import LEASE
-from crawler.retry import RetryableStatus
-from crawler.signals import connect_leased, lease_settled
+from crawler.retry import Blocked
+from crawler.signals import lease_settled
 from utils.config.clients import redis_client
 from utils.config.settings import Settings
 from utils.frontier import keys
@@ -50,7 +53,6 @@ log = logging.getLogger(__name__)
 LEVEL = "shoal_ladder_level"  # request meta: the level the request is fetched at
 LADDER_OF = "ladder_of"  # request meta (inherited, crawler/meta.py): the spider whose ladder it counts on
 SLOWER, PROXIED, RENDERED, PAUSED = 1, 2, 3, 4
-STAMPS_KEPT = 10_000  # levels stamped at lease time, kept until their request reaches the downloader
 
 
 _ATTRIBUTE = "_shoal_ladder"
@@ -82,12 +84,11 @@ class LadderMiddleware:
         self.render_spider = settings.get_str("LADDER_RENDER_SPIDER")
         self.render_alive = settings.get_float("HEARTBEAT_TIMEOUT")
         self.retry_codes = {int(code) for code in settings.get_list("RETRY_HTTP_CODES")}
+        self.retry_times = settings.get_int("RETRY_TIMES")
         self.has_proxies = bool(parse_proxy_list(settings.get_str("PROXY_LIST")))
         self.by = f"{socket.gethostname()}:{os.getpid()}"
         self.cache: dict[str, tuple[float, int]] = {}  # domain -> (read at, level)
         self.renderers: tuple[float, bool] = (0.0, False)
-        self.stamped: dict[str, int] = {}  # request id -> its domain's level when it was leased
-        connect_leased(crawler, self.stamp)
         setattr(crawler, _ATTRIBUTE, self)  # found by crawler/items_vanished.py
 
     @classmethod
@@ -108,11 +109,12 @@ class LadderMiddleware:
         if lease is None or spider is None or not self.enabled:
             return
         if LEVEL not in request.meta:
-            stamped = self.stamped.pop(lease.request_id, None)
-            request.meta[LEVEL] = self.level(spider, lease.domain) if stamped is None else stamped
+            request.meta[LEVEL] = self.stamp(spider, lease)
         level = request.meta[LEVEL]
         if level >= PAUSED:
             raise DomainPaused(f"domain {lease.domain} is paused (ladder level 4)")
+        if level < self.cache.get(lease.domain, (0.0, 0))[1] < PAUSED:
+            self.fetched_below(lease)
         if level == RENDERED and spider.name != self.render_spider and self.render_nodes():
             self.move_to_render(request, spider, lease)
 
@@ -127,7 +129,7 @@ class LadderMiddleware:
         if found is not None:
             self.count_block(spider, lease.domain, request.meta, response.url, found)
             if self.retried(request, response):
-                raise RetryableStatus(response)
+                raise Blocked(response, found.reason, level, self.block_budget(spider, lease.domain))
         elif not counted_here or level > 0 or self.cache.get(lease.domain, (0.0, 0))[1] > 0:
             self.step(spider, lease.domain, self.clean, "clean", owner if not counted_here else None)
         return response
@@ -138,7 +140,7 @@ class LadderMiddleware:
         level, owner = int(meta.get(LEVEL, 0)), meta.get(LADDER_OF)
         record_block(spider.name, found.reason)
         log.warning("Block detected", extra={"spiderid": spider.name, "domain": domain, "url": url,
-                                             "reason": found.reason, "detail": found.detail, "level": level})
+                                             "reason": found.reason, "detail": found.detail, "ladder_level": level})
         if owner and owner != spider.name:  # rendered for another spider's ladder: a block there climbs it (to 4)
             self.step(spider, domain, self.ladder.detect, found.reason, owner)
         elif level >= self.cache.get(domain, (0.0, 0))[1]:  # a try stamped below: already answered
@@ -147,21 +149,24 @@ class LadderMiddleware:
     def clean(self, spiderid: str, domain: str, reason: str, by: str, rules: LadderRules) -> Step:
         return self.ladder.clean(spiderid, domain, 1, by, rules)
 
-    def stamp(self, leases: list[Any]) -> None:
-        """Each lease of a pop gets its domain's level now: a step while it waits for the engine does
-        not change how it is fetched (issue 33: 'requests already leased finish at their level')."""
-        spider = self.crawler.spider
-        if spider is None or not self.enabled:
-            return
-        now = time.monotonic()
-        stale = sorted({lease.domain for lease in leases
-                        if now - self.cache.get(lease.domain, (-self.refresh, 0))[0] >= self.refresh})  # fmt: skip
-        if stale:
-            self.read_levels(spider, stale)  # one round trip for the pop
-        for lease in leases:
-            self.stamped[lease.request_id] = self.level(spider, lease.domain)
-        while len(self.stamped) > STAMPS_KEPT:  # leases never fetched (expired, returned): the oldest go
-            del self.stamped[next(iter(self.stamped))]
+    def stamp(self, spider: Spider, lease: Any) -> int:
+        """The level a leased request is fetched at: pinned in ZooKeeper, else the one its pop stamped
+        (the level whose pace its throttle hit was spent at: only fetches made at a rung's own pace
+        count against it), else (a lease no pop made) the domain's level now."""
+        now = self.level(spider, lease.domain)  # also keeps the pops' copy current (a level set by hand)
+        blocks = self.domain_blocks(spider, lease.domain)
+        if lease.level is None or (blocks is not None and blocks.pinned is not None):
+            return now
+        return int(lease.level)
+
+    def block_budget(self, spider: Spider, domain: str) -> int:
+        """Blocks a request may meet before it is dead-lettered as blocked: enough for its domain to
+        climb every rung it may use on this request's detections alone (RETRY_TIMES with the ladder off)."""
+        if not self.enabled:
+            return self.retry_times
+        blocks = self.domain_blocks(spider, domain)
+        rules = self.usable(blocks.rules_over(self.rules) if blocks is not None else self.rules)
+        return max(rules.up_after * len(rules.levels), self.retry_times)
 
     def retried(self, request: Request, response: Response) -> bool:
         """A block is tried again through Redis, at the domain's level by then: a 200 (CAPTCHA, shell)
@@ -194,8 +199,8 @@ class LadderMiddleware:
         now = time.monotonic()
         for domain, level in levels.items():
             self.cache[domain] = (now, level)
-            if (0 < last[domain] < PAUSED) != (0 < level < PAUSED):
-                self.slow_down(domain, level)
+            if level != last[domain]:
+                self.pace(spider, domain, level)
 
     def step(self, spider: Spider, domain: str, event: Any, reason: str, owner: str | None = None) -> None:
         """One event on the domain's ladder (of `owner`, a spider that moved it here, else this
@@ -230,25 +235,43 @@ class LadderMiddleware:
         log.warning("Domain ladder step", extra={
             "spiderid": spider.name, "domain": domain, "from": step.before, "to": step.level,
             "state": LEVEL_NAMES[step.level], "reason": reason})  # fmt: skip
-        if (0 < step.before < PAUSED) != (0 < step.level < PAUSED):
-            self.slow_down(domain, step.level)
+        self.pace(spider, domain, step.level)
 
-    def slow_down(self, domain: str, level: int) -> None:
-        """LADDER_SLOW_DELAY between two hits of the domain, cluster-wide, at levels 1-3; lifted at 0 and
-        at 4 (paused: its requests are dead-lettered as they come, nothing is fetched)."""
-        try:
-            engine = self.crawler.engine
-        except RuntimeError:  # Scrapy 2.13 raises before the crawl starts: no scheduler, no throttle yet
-            return
-        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
-        if scheduler is None or not hasattr(scheduler, "throttle"):
+    def pace(self, spider: Spider, domain: str, level: int) -> None:
+        """The domain's level for the pops to stamp, with its pace: LADDER_SLOW_DELAY between two hits,
+        cluster-wide, at levels 1-3 (from now on: the first slow fetch too comes that long after the
+        step); lifted at 0 and at 4 (paused: its requests are dead-lettered as they come)."""
+        scheduler = self.scheduler()
+        if scheduler is None:
             return
         delay = self.slow_delay if 0 < level < PAUSED else 0.0
         try:
             key = scheduler.throttle.policy().key(domain)
-            scheduler.frontier.set_throttle_delay(domain, key, delay, self.state_ttl if delay else 1)
+            scheduler.frontier.set_ladder_pace(spider.name, domain, key, level, delay, self.state_ttl if level else 1)
         except RedisError as exc:
             log.warning("Could not change a domain's throttle delay", extra={"domain": domain, "error": str(exc)})
+
+    def fetched_below(self, lease: Any) -> None:
+        """A request leased before its domain stepped to a slower rung, fetched after the step: the
+        slow pace counts from this fetch too (less SLOT_SLACK), so the first fetch at the new rung
+        keeps LADDER_SLOW_DELAY from it (utils/frontier/lua/fetched.lua)."""
+        scheduler = self.scheduler()
+        if scheduler is None:
+            return
+        try:
+            scheduler.frontier.fetched_late(lease, scheduler.throttle.policy().key(lease.domain), time.time(), 0.0)
+        except RedisError as exc:
+            log.warning("Could not record a fetch below the domain's level",
+                        extra={"domain": lease.domain, "error": str(exc)})  # fmt: skip
+
+    def scheduler(self) -> Any:
+        """The crawl's distributed scheduler (its frontier and throttle), None before the crawl starts."""
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # Scrapy 2.13 raises before the crawl starts: no scheduler, no throttle yet
+            return None
+        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
+        return scheduler if scheduler is not None and hasattr(scheduler, "throttle") else None
 
     def render_nodes(self) -> bool:
         """Whether a render process reported within HEARTBEAT_TIMEOUT (read at most every LADDER_REFRESH)."""

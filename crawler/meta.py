@@ -13,6 +13,7 @@ OUTCOME = "shoal_outcome"  # the progress counter the lease is settled under
 DETAILS = "shoal_details"  # what settling needs besides: the retry record, the dead-letter record
 HEADERS_CUT = "shoal_headers_cut"  # response meta: the response's headers passed the bounds and were cut
 RAW_HEADERS = "shoal_raw_headers"  # response meta: [name, value] lines as they came off the network (for WARC)
+REDIRECTS = "shoal_redirects"  # request meta: the answers of the redirects followed to it (page.hop_message)
 FETCHED_AT = "shoal_fetched_at"  # request meta: epoch seconds the request went to the network
 
 
@@ -41,6 +42,7 @@ INHERITED = (
     "cookie",
     "attrs",
     "proxy",
+    "proxy_labels",  # the labels of the pool proxies the crawl goes through (crawler/proxies.py)
     "dupefilter",
     "priority",
     "curdepth",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import codecs
 import os
 import re
 import socket
@@ -12,9 +13,10 @@ from typing import Any
 
 from scrapy.http import Headers, Request, Response, TextResponse
 
-from crawler.meta import FETCHED_AT, HEADERS_CUT, LEASE, RAW_HEADERS, ShoalMessage
+from crawler.meta import FETCHED_AT, HEADERS_CUT, LEASE, RAW_HEADERS, REDIRECTS, ShoalMessage
 
 SECRET_REQUEST_HEADERS = frozenset({b"proxy-authorization"})  # a proxy's credentials, never on the firehose
+HOP_BODY_MAX = 64 * 1024  # bytes of a redirect's own body carried in `redirects` (they are a few hundred)
 
 
 def header_dict(headers: Headers) -> dict[str, list[str]]:
@@ -50,17 +52,52 @@ def page_message(response: Response, base64_bodies: bool = False) -> ShoalMessag
     })  # fmt: skip
     if meta.get(HEADERS_CUT):
         message["response_headers_truncated"] = True
-    message.update(capture_fields(response))
+    if meta.get(REDIRECTS):
+        message["redirects"] = meta[REDIRECTS]
+    if request is not None and request.method != "GET":  # the archive's request line (most pages: GET, not sent)
+        message["method"] = request.method
+    message.update(capture_fields(response, meta))
     message.update(body_fields(response, base64_bodies))
     return message
 
 
-def capture_fields(response: Response) -> dict[str, Any]:
+def hop_message(request: Request, response: Response, body_max: int = HOP_BODY_MAX) -> dict[str, Any]:
+    """One answer of a redirect chain that the crawler followed (a 3xx, or a page with a meta refresh),
+    for the final page message's `redirects`: what its WARC records need, the body as its exact bytes."""
+    hop: dict[str, Any] = {
+        "url": request.url,
+        "method": request.method,
+        "status_code": response.status,
+        "status_msg": status_message(response.status),
+        "response_headers": header_dict(response.headers),
+        "request_headers": header_dict(request.headers),
+        **capture_fields(response, request.meta),
+    }
+    if len(response.body) > body_max:
+        hop.update(body=None, body_dropped=True, body_bytes=len(response.body))
+    else:
+        hop.update(body=base64.b64encode(response.body).decode("ascii"), body_encoding="base64")
+    return hop
+
+
+def robots_message(request: Request, response: Response, body_max: int) -> dict[str, Any]:
+    """A robots.txt fetch for `<prefix>.robots_firehose`: the archive keeps what a crawl obeyed. Shaped as
+    a page message's answer fields (hop_message's, with `url` the URL asked for and `response_url` the one
+    that answered, `redirects` its own), never on the crawled firehose, whose readers expect crawl pages."""
+    chain = request.meta.get("redirect_urls") or ()
+    message = hop_message(request, response, body_max)
+    message.update(url=chain[0] if chain else request.url, response_url=request.url, success=True, worker=worker_id(),
+                   timestamp=timestamp())  # fmt: skip
+    if request.meta.get(REDIRECTS):
+        message["redirects"] = request.meta[REDIRECTS]
+    return message
+
+
+def capture_fields(response: Response, meta: dict[str, Any]) -> dict[str, Any]:
     """What an archive (WARC, issue 35) needs beyond Scrapy Cluster's fields: the HTTP version, the
     peer's IP address, when the request went to the network (None where no HTTP client fetched the
     page: the render spider's browser), and the header lines in the order received (Content-Encoding
-    included, names as Scrapy spells them)."""
-    meta = response.meta
+    included, names as Scrapy spells them). `meta` is the request's that `response` answers."""
     fetched = meta.get(FETCHED_AT)
     fields: dict[str, Any] = {
         "http_version": response.protocol,
@@ -89,10 +126,11 @@ def failure_message(request: Request, error: str, status: int | None = None) -> 
     """The page message of a request that finally failed: `success` false and the `exception`.
 
     `url` is the URL the client asked for, also when its redirect chain failed ("max redirections
-    reached", issue 30); `response_url` is the last URL the chain reached.
+    reached", issue 30); `response_url` is the last URL the chain reached; `redirects`, the answers
+    the chain followed before it failed (received, so archived).
     """
     chain = request.meta.get("redirect_urls") or ()
-    return ShoalMessage({
+    message = ShoalMessage({
         "url": chain[0] if chain else request.url,
         "response_url": request.url,
         "status_code": status,
@@ -106,6 +144,9 @@ def failure_message(request: Request, error: str, status: int | None = None) -> 
         "success": False,
         "exception": error,
     })  # fmt: skip
+    if request.meta.get(REDIRECTS):
+        message["redirects"] = request.meta[REDIRECTS]
+    return message
 
 
 def identity(meta: dict[str, Any]) -> dict[str, Any]:
@@ -133,16 +174,43 @@ def body_fields(response: Response, base64_bodies: bool) -> dict[str, Any]:
 
     A body served as text that is not (bytes its encoding refuses, or control characters: random
     bytes served as text/html) is binary too: as text it became ~2.4x its size in JSON (replacement
-    characters and escapes), as base64 it is 1.33x.
+    characters and escapes), as base64 it is 1.33x. A text body is sent only when the text in its
+    encoding, after the byte-order mark that decoding removed (`body_bom`), is the bytes served:
+    an archive (WARC) writes those bytes back, and so does any reader that needs them.
     """
     if isinstance(response, TextResponse) and not base64_bodies and is_text(response):
-        return {"body": response.text, "encoding": response.encoding}
+        text = response.text
+        bom = text_bom(text, response.encoding, response.body)
+        if bom == b"":
+            return {"body": text, "encoding": response.encoding}
+        if bom is not None:
+            return {"body": text, "encoding": response.encoding, "body_bom": base64.b64encode(bom).decode("ascii")}
     encoding = response.encoding if isinstance(response, TextResponse) else None
     return {
         "body": base64.b64encode(response.body).decode("ascii"),
         "body_encoding": "base64",
         "encoding": encoding,
     }
+
+
+BOMS = (b"\xef\xbb\xbf", b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff", b"\xff\xfe", b"\xfe\xff")  # UTF-8, -32, -16
+
+
+def text_bom(text: str, encoding: str, served: bytes) -> bytes | None:
+    """b"" when `text` in `encoding` is `served` exactly; the byte-order mark when it is `served` after
+    one (Scrapy's `text` drops it); None when the text does not give the bytes back. Called on a
+    body that decoded strictly (is_text): UTF-8 without a BOM gives its bytes back, unchecked (the
+    check costs ~3 us per KiB of non-ASCII text)."""
+    try:
+        if codecs.lookup(encoding).name == "utf-8" and not served.startswith(codecs.BOM_UTF8):
+            return b""
+        written = text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return None
+    if written == served:
+        return b""
+    bom = served[: len(served) - len(written)]
+    return bom if bom in BOMS and served.endswith(written) else None
 
 
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f]")  # never in text (tab, LF, FF and CR are)

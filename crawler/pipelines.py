@@ -24,7 +24,7 @@ from twisted.internet import defer, reactor
 from crawler.items import ledger_of
 from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
 from crawler.page import timestamp
-from crawler.signals import lease_settled
+from crawler.signals import connect_robots, lease_settled
 from utils.config.clients import kafka_producer
 from utils.config.log import PER_PAGE
 from utils.config.settings import Settings
@@ -43,7 +43,10 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def dead_letter_reason(letter: dict[str, Any]) -> str:
-    """A bounded label for a dead letter: its HTTP status, else its exception's class name."""
+    """A bounded label for a dead letter: "blocked" (crawler.retry.Blocked), its HTTP status, else its
+    exception's class name."""
+    if str(letter.get("error") or "").startswith("Blocked:"):
+        return "blocked"
     if letter.get("status_code"):
         return str(letter["status_code"])
     return str(letter.get("error") or "error").split(":", 1)[0]
@@ -63,9 +66,16 @@ def _page_event(message: str, item: dict[str, Any], action: str) -> None:
     log.info(message, extra=extra)
 
 
+REDIRECTS_KEPT_MAX = 1024 * 1024  # bytes of `redirects` a page sent without its body still carries
+
+
 def without_body(item: dict[str, Any], size: int) -> bytes:
-    """The page reported without its body, flagged, with the size it had (API.md, fix 8)."""
-    return encode({**item, "body": None, "body_dropped": True, "body_bytes": size})
+    """The page reported without its body, flagged, with the size it had (API.md, fix 8); without its
+    redirects' answers too when they are large (hostile hops: 20 of 256 KiB of headers each)."""
+    smaller = {**item, "body": None, "body_dropped": True, "body_bytes": size}
+    if item.get("redirects") and len(encode({"r": item["redirects"]})) > REDIRECTS_KEPT_MAX:
+        smaller.update(redirects=[], redirects_dropped=True)
+    return encode(smaller)
 
 
 def first_error(failure: Any) -> BaseException:
@@ -74,6 +84,10 @@ def first_error(failure: Any) -> BaseException:
     while isinstance(error, defer.FirstError) and error.subFailure.value is not None:
         error = error.subFailure.value
     return error
+
+
+def _robots_not_sent(failure: Any, url: str) -> None:
+    log.warning("robots.txt answer not sent to Kafka", extra={"url": url[:200], "error": str(first_error(failure))})
 
 
 class Deliveries:
@@ -146,10 +160,12 @@ class KafkaPipeline:
         self.settings = settings
         self.producer = producer
         self.firehose = settings.topic("crawled_firehose")
+        self.robots_topic = settings.topic("robots_firehose")
         self.dead_letter_topic = settings.topic("dead_letter")
         self.max_size = settings.get_int("KAFKA_PRODUCER_MAX_REQUEST_SIZE")
         self.deliveries = Deliveries()
         self.ledger = ledger_of(crawler)
+        connect_robots(crawler, self.send_robots)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> KafkaPipeline:
@@ -187,6 +203,13 @@ class KafkaPipeline:
         done.addCallbacks(self._sent, self._not_sent, callbackArgs=(item, lease, outcome, details),
                           errbackArgs=(item, lease))  # fmt: skip
         return done
+
+    def send_robots(self, message: dict[str, Any]) -> None:
+        """A robots.txt answer (crawler/robots.py), for the archive; no lease waits on it, so a send
+        that fails is logged and left (the next crawler process to read that host's robots.txt sends it)."""
+        url = str(message.get("url"))
+        done = self.send(self.robots_topic, url.encode(), encode(message))
+        done.addErrback(_robots_not_sent, url)
 
     def _encode(self, item: dict[str, Any]) -> bytes:
         value = encode(item)

@@ -7,6 +7,11 @@ proxy cluster-wide and retries the request at once through another one, up to PR
 (apart from RETRY_TIMES: `attempt` does not change). When every proxy is quarantined for a domain the
 request goes back to the frontier unchanged and the domain's throttle key is held back until the
 first quarantine ends, so the domain waits in the queue: never failed, never fetched directly.
+
+A request is served by a group of the pool (utils/config/proxy_labels.py): the proxies with every label its
+crawl's `proxy_labels` asks for, over its domain's `proxy_labels` in the ZooKeeper config; rotation,
+bans and hold-back happen within that group. A request whose group has no proxy at all is
+dead-lettered at once with that reason, never fetched directly.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from twisted.internet import task
 from crawler.meta import LEASE
 from crawler.signals import lease_settled
 from utils.config.clients import redis_client
+from utils.config.proxy_labels import Labels, asked_labels, group_name, merged
+from utils.frontier.domain_config import DomainConfig
 from utils.frontier.domains import url_domain
 from utils.proxies.pool import ProxyPool, parse_proxy_list
 
@@ -44,6 +51,13 @@ class AllProxiesQuarantined(IgnoreRequest):
     """The request went back to the frontier to wait for a proxy; its lease is already settled."""
 
 
+class NoProxyGroup(IgnoreRequest):
+    """No proxy of PROXY_LIST has the labels the request asks for: it is dead-lettered at once
+    (crawler/retry.py), never fetched directly."""
+
+    dead_at_once = True
+
+
 class ProxyPoolMiddleware:
     def __init__(self, crawler: Crawler, pool: ProxyPool, ban_codes: set[int], retry_times: int, refresh: float,
                  exceptions: tuple[type[BaseException], ...]) -> None:  # fmt: skip
@@ -51,7 +65,7 @@ class ProxyPoolMiddleware:
         self.urls = {proxy.label: proxy.url for proxy in pool.proxies}
         self.ban_codes, self.retry_times, self.refresh, self.exceptions = ban_codes, retry_times, refresh, exceptions
         self.cache: dict[str, tuple[float, dict[str, float]]] = {}  # domain -> (read at, label -> until)
-        self.turn: Counter[str] = Counter()  # domain -> requests sent (rotation)
+        self.turn: Counter[tuple[str, Labels]] = Counter()  # (domain, labels asked) -> requests sent (rotation)
         self.pending: Counter[tuple[str, str, str]] = Counter()  # (label, domain, field) -> n, not yet in Redis
         self.patterns: dict[str, tuple[str, re.Pattern[str]]] = {}
         self.from_level = 0  # LADDER_PROXY_ONLY: 2, a domain goes through the pool from ladder level 2 (issue 33)
@@ -80,9 +94,16 @@ class ProxyPoolMiddleware:
         if request.meta.get("shoal_ladder_level", 0) < self.from_level:
             return  # crawler/ladder.py stamps the level; below 2 a domain goes direct
         domain = url_domain(request.url)
-        label = self.choose(domain, request.meta.get(TRIED, []))
+        try:
+            asked = self.asked(request, domain)
+        except ValueError as exc:
+            self.no_group(request, domain, f"malformed proxy_labels: {exc}")
+        group = self.pool.group(asked)
+        if not group:
+            self.no_group(request, domain, f"no proxy in PROXY_LIST has the labels {group_name(asked)}")
+        label = self.choose(domain, request.meta.get(TRIED, []), group, asked)
         if label is None:
-            self.hold_back(request, domain)
+            self.hold_back(request, domain, group)
         request.meta["proxy"] = self.urls[label]
         request.meta[POOL] = label
         self.pending[(label, domain, "requests")] += 1
@@ -106,15 +127,29 @@ class ProxyPoolMiddleware:
         return self.banned(request, label, url_domain(request.url), type(exception).__name__)
 
     # --- Choice, bans, hold-back ------------------------------------------------------------------
-    def choose(self, domain: str, tried: list[str]) -> str | None:
-        """The next healthy proxy for `domain` in rotation, or None when all are quarantined."""
+    def asked(self, request: Request, domain: str) -> Labels:
+        """The labels the request asks for: its crawl's `proxy_labels` over its domain's. ValueError
+        for a value the crawl schema refuses (a spider may set its own meta)."""
+        config = _domain_config(self.crawler)
+        domain_labels = config.proxy_labels(domain) if config is not None else ()
+        return merged(domain_labels, asked_labels(request.meta.get("proxy_labels")))
+
+    def no_group(self, request: Request, domain: str, reason: str) -> NoReturn:
+        """No proxy may serve the request: dead-lettered with the reason, never fetched directly."""
+        self._stat("proxy/no_group")
+        log.warning("No proxy for the labels asked; dead-lettered",
+                    extra={"domain": domain, "reason": reason, "url": request.url})  # fmt: skip
+        raise NoProxyGroup(f"{reason} (asked for {domain})")
+
+    def choose(self, domain: str, tried: list[str], group: list[str], asked: Labels) -> str | None:
+        """The next healthy proxy of `group` for `domain` in rotation, or None when all are quarantined."""
         now = time.time()
         ends = self.quarantines(domain, now)
-        healthy = [label for label, until in ends.items() if until <= now and label not in tried]
+        healthy = [label for label in group if ends.get(label, 0.0) <= now and label not in tried]
         if not healthy:
             return None
-        self.turn[domain] += 1
-        return healthy[self.turn[domain] % len(healthy)]
+        self.turn[(domain, asked)] += 1
+        return healthy[self.turn[(domain, asked)] % len(healthy)]
 
     def quarantines(self, domain: str, now: float) -> dict[str, float]:
         read_at, ends = self.cache.get(domain, (0.0, {}))
@@ -162,10 +197,12 @@ class ProxyPoolMiddleware:
             self.cache[domain][1][label] = until
         return until
 
-    def hold_back(self, request: Request, domain: str) -> NoReturn:
-        """No healthy proxy: the request waits in the frontier (same attempt) until a quarantine ends."""
+    def hold_back(self, request: Request, domain: str, group: list[str]) -> NoReturn:
+        """No healthy proxy in its group: the request waits in the frontier (same attempt) until a
+        quarantine in the group ends."""
         now = time.time()
-        ends = [until for until in self.quarantines(domain, now).values() if until > now]
+        quarantines = self.quarantines(domain, now)
+        ends = [until for until in (quarantines.get(label, 0.0) for label in group) if until > now]
         wait = max(min(ends, default=now) - now, MIN_WAIT)
         lease = request.meta.pop(LEASE, None)
         if lease is not None:
@@ -216,10 +253,20 @@ class ProxyPoolMiddleware:
         self.flush()
 
 
-def _ban_pattern(crawler: Crawler, domain: str) -> str:
-    """The domain's `ban_pattern` from the ZooKeeper domain config the scheduler watches ('' = none)."""
-    slot = getattr(crawler.engine, "_slot", None)
+def _domain_config(crawler: Crawler) -> DomainConfig | None:
+    """The ZooKeeper domain config the scheduler watches (None before the crawl starts)."""
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # Scrapy 2.13 raises before the crawl starts: no scheduler, no config yet
+        return None
+    slot = getattr(engine, "_slot", None)
     throttle = getattr(getattr(slot, "scheduler", None), "throttle", None)
     config = getattr(throttle, "config", None)
-    entry = getattr(config, "extra", {}).get(domain) or {}
+    return config if isinstance(config, DomainConfig) else None
+
+
+def _ban_pattern(crawler: Crawler, domain: str) -> str:
+    """The domain's `ban_pattern` from the ZooKeeper domain config ('' = none)."""
+    config = _domain_config(crawler)
+    entry = (config.extra.get(domain) if config is not None else None) or {}
     return str(entry.get("ban_pattern") or "")

@@ -4,7 +4,8 @@ Scrapy's own RetryMiddleware retries in process memory, so a spider that dies lo
 the cluster's throttle never sees it. Here a retryable failure settles the lease as a retry: the
 request waits in `<spiderid>:delayed` for an exponential back-off (RETRY_BACKOFF_BASE doubled per
 attempt, at most RETRY_BACKOFF_MAX, at least the server's Retry-After), with its priority lowered,
-and any spider may take it afterwards. After RETRY_TIMES retries it is dead-lettered.
+and any spider may take it afterwards. After RETRY_TIMES retries it is dead-lettered. A block
+(`Blocked`) is retried on the ladder's own budget instead, counted in the request's `blocks`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from scrapy.utils.response import response_status_message
 from twisted.python.failure import Failure
 
 from utils.config.settings import Settings
+from utils.frontier.block_config import LEVEL_NAMES
 from utils.observability.metrics import record_retry
 
 log = logging.getLogger(__name__)
@@ -32,9 +34,23 @@ PAUSING_STATUSES = (429, 503)  # their Retry-After holds the whole domain back, 
 class RetryableStatus(IgnoreRequest):
     """A response whose status is in RETRY_HTTP_CODES: handled as a failure, not as a page."""
 
-    def __init__(self, response: Response) -> None:
-        super().__init__(response_status_message(response.status))
+    def __init__(self, response: Response, message: str = "") -> None:
+        super().__init__(message or response_status_message(response.status))
         self.response = response
+
+
+class Blocked(RetryableStatus):
+    """A response the block detector called a block (crawler/ladder.py), fetched at ladder `level`.
+
+    Retried on its own budget, `blocks` tries (the ladder's: enough for its domain to climb every
+    rung), not on RETRY_TIMES: a site that blocks every try of a request would otherwise spend its
+    transient-error retries before its domain reached the rung that gets through."""
+
+    def __init__(self, response: Response, reason: str, level: int, budget: int) -> None:
+        name = LEVEL_NAMES[level] if 0 <= level < len(LEVEL_NAMES) else "unknown"
+        status = response_status_message(response.status)
+        super().__init__(response, f"ladder level {level} ({name}), {reason}, {status}")
+        self.reason, self.level, self.budget = reason, level, budget
 
 
 @dataclass(frozen=True)
@@ -73,13 +89,16 @@ class RetryPolicy:
             exceptions=tuple(load_object(path) for path in exception_paths),
         )
 
-    def decide(self, failure: Failure, attempt: int) -> Decision:
-        """The fate of a request on its `attempt`-th try (0 = first) that ended in `failure`."""
+    def decide(self, failure: Failure, attempt: int, blocks: int = 0) -> Decision:
+        """The fate of a request on its `attempt`-th try (0 = first) that ended in `failure`, after
+        `blocks` earlier tries that were blocks (a block is retried while `blocks` is under its budget)."""
         error = failure.value
         if isinstance(error, RetryableStatus):
+            spent, budget = (blocks, error.budget) if isinstance(error, Blocked) else (attempt, self.times)
             status: int | None = error.response.status
             retry_after = _retry_after(error.response) if status in PAUSING_STATUSES else None
         elif isinstance(error, self.exceptions):
+            spent, budget = attempt, self.times
             status, retry_after = None, None
         elif getattr(error, "dead_at_once", False):  # crawler.ladder.DomainPaused: a paused domain (issue 33)
             return Decision("dead", _describe(failure))
@@ -88,17 +107,18 @@ class RetryPolicy:
         else:
             return Decision("failed", _describe(failure))
         message = _describe(failure)
-        if attempt >= self.times:
+        if spent >= budget:
             return Decision("dead", message, status)
         pause = min(retry_after or 0.0, self.pause_max)
         delay = max(min(self.base * 2**attempt, self.cap), pause)
         _report_retry(failure, str(status) if status else type(error).__name__, attempt, delay)
         return Decision("retry", message, status, delay, pause)
 
-    def next_record(self, record: dict[str, Any]) -> dict[str, Any]:
-        """The stored request of the next try: one more attempt, lower priority."""
+    def next_record(self, record: dict[str, Any], blocked: bool = False) -> dict[str, Any]:
+        """The stored request of the next try: one more attempt (or block), lower priority."""
         priority = int(record.get("priority", 1)) + self.priority_adjust
-        return {**record, "attempt": int(record.get("attempt", 0)) + 1, "priority": priority}
+        spent = "blocks" if blocked else "attempt"
+        return {**record, spent: int(record.get(spent, 0)) + 1, "priority": priority}
 
 
 # IgnoreRequest messages of Scrapy's middlewares that mean "this page cannot be had": the client gets a

@@ -30,7 +30,7 @@ from crawler.dupes import RecentFingerprints
 from crawler.fetch import Fetch
 from crawler.leases import LeaseBook
 from crawler.meta import LEASE
-from crawler.signals import connect_fetched, connect_settled, leases_received
+from crawler.signals import connect_fetched, connect_settled
 from utils.config.clients import redis_client
 from utils.config.settings import Settings
 from utils.frontier import Frontier, Lease, Settlement, keys
@@ -89,6 +89,7 @@ class DistributedScheduler:
         # BLPOP's timeout stays well inside the socket timeout, or the client would take it for a dead Redis
         self.idle_wait = min(settings.get_float("SCHEDULER_IDLE_WAIT"), settings.get_float("REDIS_SOCKET_TIMEOUT") / 2)
         self.backlog_blacklist = settings.get_bool("SCHEDULER_BACKLOG_BLACKLIST")
+        self.slow_delay = settings.get_float("LADDER_SLOW_DELAY")
         self.leased: deque[Lease] = deque()  # popped from Redis, not yet handed to the engine
         self.local: deque[Request] = deque()  # redirects of leased requests (still under their lease)
         self.next_pop_at = 0.0  # monotonic time before which the frontier is not asked again
@@ -207,14 +208,16 @@ class DistributedScheduler:
 
     def on_fetched(self, lease: Lease, at: float) -> None:
         """A lease fetched well after it was handed out (robots.txt first, a busy downloader): its
-        domain's next moderated slot counts from the fetch, so no two fetches of a domain come
-        closer than the throttle allows, whatever this process's own queueing (issue 16)."""
+        domain's next moderated slot, and the pause of a delay spacing its hits, count from the
+        fetch, so no two fetches of a domain come closer than the throttle allows, whatever this
+        process's own queueing (issue 16)."""
         policy = self.throttle.policy()
         hits, window = policy.overrides.get(lease.domain, (policy.hits, policy.window))
-        if not policy.moderated or hits <= 1 or not lease.received:
-            return
-        interval = window / hits
-        if at - lease.received < LATE_FETCH_SHARE * interval:
+        interval = window / hits if policy.moderated and hits > 1 else 0.0
+        # a delay spaces the domain's hits too: its Crawl-delay, the ladder's at levels 1-3 (crawler/ladder.py)
+        slow = self.slow_delay if lease.level is not None and 0 < lease.level < 4 else 0.0
+        spacing = max(interval, slow, self.crawl_delays.get(lease.domain, 0.0))
+        if not spacing or not lease.received or at - lease.received < LATE_FETCH_SHARE * spacing:
             return
         try:
             self.frontier.fetched_late(lease, policy.key(lease.domain), at, interval)
@@ -272,7 +275,6 @@ class DistributedScheduler:
         self._redis_answers(True)
         if popped.denied:
             record_throttle_denials(self.book.spiderid, popped.denied)
-        leases_received(self.crawler, popped.leases)  # the ladder stamps each its domain's level now
         self.leased.extend(popped.leases)
         if popped.leases or self.book.pending.requests:
             self._wake_engine()  # links found while the pop ran are written by the next one, at once

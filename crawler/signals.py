@@ -40,16 +40,16 @@ def lease_fetched(crawler: Any, lease: Any, at: float) -> None:
         callback(lease, at)
 
 
-_LEASED = "_shoal_leases_received"
+_ROBOTS = "_shoal_robots_fetched"
 
 
-def connect_leased(crawler: Any, callback: Callable[..., None]) -> None:
-    """The ladder's hook: called with the leases of a pop as the scheduler receives them (issue 33)."""
-    setattr(crawler, _LEASED, callback)
+def connect_robots(crawler: Any, callback: Callable[[dict[str, Any]], None]) -> None:
+    """The Kafka pipeline's hook: called with the message of each robots.txt fetch (crawler/robots.py)."""
+    setattr(crawler, _ROBOTS, callback)
 
 
-def leases_received(crawler: Any, leases: list[Any]) -> None:
-    """Sent by the scheduler when a pop hands it leases, before they wait for the engine."""
-    callback = getattr(crawler, _LEASED, None)
-    if callback is not None and leases:
-        callback(leases)
+def robots_fetched(crawler: Any, message: dict[str, Any]) -> None:
+    """Sent by the robots archive middleware when a robots.txt answer comes back."""
+    callback = getattr(crawler, _ROBOTS, None)
+    if callback is not None:
+        callback(message)

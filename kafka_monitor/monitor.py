@@ -63,7 +63,8 @@ from utils.observability.metrics import (
 
 log = logging.getLogger(__name__)
 
-TOPICS = ("outbound_firehose", "dead_letter", "crawled_firehose", "items")  # created with incoming when missing
+# Created with incoming when missing.
+TOPICS = ("outbound_firehose", "dead_letter", "crawled_firehose", "items", "robots_firehose")
 KAFKA_BACKOFF = 1.0  # seconds before a batch that failed on Kafka is read again
 LAG_EVERY = 1.0  # seconds between consumer-lag updates (a position lookup per partition)
 # An idle monitor's waits: utils.config.clients's fetch_max_wait (500 ms on Apache Kafka, which answers

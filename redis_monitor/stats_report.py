@@ -16,7 +16,7 @@ from utils.config.clients import RedisClient
 from utils.frontier import keys
 from utils.frontier.shards import Shards, spider_shards
 from utils.observability.stats import StatsConfig, live_processes, read_counter, stat_bases
-from utils.proxies.pool import ProxyPool
+from utils.proxies.pool import ProxyPool, group_health
 
 Counts = dict[str, int]
 KINDS = ("kafka-monitor", "redis-monitor", "crawler", "spider", "machine", "queue", "rest", "proxies", "sink", "all")
@@ -48,7 +48,7 @@ class StatsReport:
             "spider": lambda: {"spiders": self.spiders()},
             "machine": lambda: {"machines": self.machines()},
             "queue": lambda: {"queues": self.queues()},
-            "proxies": lambda: {"proxies": self.proxy_pool.state() if self.proxy_pool else []},
+            "proxies": lambda: _proxies(self.proxy_pool),
             "all": self.all,
         }
         return builders[kind]()
@@ -146,3 +146,9 @@ def spider_of(process: str) -> str:
 def _merge(into: Counts, counts: Counts) -> None:
     for window, n in counts.items():
         into[window] = into.get(window, 0) + n
+
+
+def _proxies(pool: ProxyPool | None) -> dict[str, Any]:
+    """Each proxy of PROXY_LIST and the health of each group of labels."""
+    rows = pool.state() if pool else []
+    return {"proxies": rows, "groups": group_health(rows)}

@@ -26,7 +26,7 @@ from rest.deps import API_KEY_HEADER, require_key
 from rest.envelope import ApiError
 from rest.gateway import Gateway
 from rest.limits import BodyLimit
-from rest.routes import cluster, core, crawls, dashboard, domains
+from rest.routes import apps, cluster, core, crawls, dashboard, domains
 from rest.routes.revisits import router as revisits_router
 from utils.config.settings import Settings
 from utils.observability.metrics import record_rest_request
@@ -52,7 +52,7 @@ def create_app(settings: Settings) -> FastAPI:
                   docs_url=None, redoc_url=None, openapi_url=None)  # served by rest.openapi, keyed  # fmt: skip
     app.include_router(core.router)
     app.include_router(dashboard.router)
-    for keyed in (crawls.router, cluster.router, domains.router):  # every route reads crawl data: keyed if set
+    for keyed in (crawls.router, cluster.router, domains.router, apps.router):  # crawl data: keyed if set
         app.include_router(keyed, dependencies=[Depends(require_key)])
     app.include_router(revisits_router, dependencies=[Depends(require_key)])  # issue 31: crawl data too
     app.mount("/dashboard/static", StaticFiles(packages=[("rest", "static")]), name="dashboard-static")

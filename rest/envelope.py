@@ -22,6 +22,8 @@ NO_POLL = "Could not find matching poll_id"
 BAD_REDIS_JSON = "Unparseable JSON Received from redis"
 NO_CRAWL = "Could not find the crawl"
 NEED_KEY = "A valid API key is required"
+FORBIDDEN = "This API key may not do that"
+OVER_QUOTA = "The app is over its quota"
 NEED_JSON = "The request body must be sent as application/json"
 
 

@@ -10,6 +10,8 @@ from rest.health import Health, Housekeeper
 from rest.outbound import Outbound
 from rest.pages import PageHub
 from rest.sampler import Sampler
+from utils.apps.api_keys import KeyChecker
+from utils.apps.gate import QuotaGate
 from utils.config.clients import RedisClient, redis_client
 from utils.config.settings import Settings
 
@@ -27,6 +29,8 @@ class Gateway:
     housekeeper: Housekeeper
     alerts: Alerts  # the dashboard's alert conditions, held since when (issue 33)
     alert_figures: KafkaFigures
+    keys: KeyChecker  # the API keys per app
+    gate: QuotaGate  # /feed's early quota answer (the kafka monitor checks again)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gateway:
@@ -51,7 +55,8 @@ class Gateway:
             ]
         )
         alerts, figures = Alerts.from_settings(settings)
-        return cls(settings, redis, outbound, PageHub(settings), health, sampler, housekeeper, alerts, figures)
+        return cls(settings, redis, outbound, PageHub(settings), health, sampler, housekeeper, alerts, figures,
+                   KeyChecker(redis), QuotaGate(redis))  # fmt: skip
 
     def start(self) -> None:
         self.outbound.start()

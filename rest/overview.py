@@ -12,12 +12,13 @@ from typing import Any
 import ujson
 
 from rest import pushback
+from rest.apps_view import apps_view
 from rest.gateway import Gateway
 from utils.config.clients import RedisClient
 from utils.frontier import keys, memory
 from utils.frontier.shards import Shards, spider_shards
 from utils.observability import stats
-from utils.proxies.pool import ProxyPool
+from utils.proxies.pool import ProxyPool, group_health
 
 COMPONENTS = ("kafka-monitor", "crawler", "redis-monitor", "rest", "sink")
 DOMAINS_PER_SPIDER = 200  # best-priority domains whose queue depth is read
@@ -51,9 +52,10 @@ def build(gw: Gateway) -> dict[str, Any]:
         "queues": queues,
         "errors": [{k: e.get(k) for k in ERROR_FIELDS} for e in list(gw.outbound.recent_errors)[:RECENT]],
         "dead_letters": recent_dead_letters(gw.redis, crawls[:DEAD_LETTER_CRAWLS]),
-        "proxies": ProxyPool.from_settings(gw.settings, gw.redis).state(now),  # [] without PROXY_LIST
+        **proxy_cards(gw, now),
         "renderers": renderers(gw.redis, now, gw.settings.get_int("HEARTBEAT_TIMEOUT")),
         "pushback": alert_card(gw, queues["spiders"]),
+        "apps": apps_view(gw)["apps"],
         "memory": redis_memory_card(gw.redis, sum(c[n] for c in crawls for n in ("queued", "inflight", "retrying"))),
     }
 
@@ -63,6 +65,12 @@ def redis_memory_card(redis: RedisClient, requests: int) -> dict[str, Any]:
     found = memory.redis_memory(redis)
     return {"used": found.used, "limit": found.limit, "policy": found.policy,
             "bytes_per_request": memory.per_request(found, requests)}  # fmt: skip
+
+
+def proxy_cards(gw: Gateway, now: float) -> dict[str, list[dict[str, Any]]]:
+    """The pool's proxies and the health of each group of labels ([] without PROXY_LIST)."""
+    rows = ProxyPool.from_settings(gw.settings, gw.redis).state(now)
+    return {"proxies": rows, "proxy_groups": group_health(rows)}
 
 
 def alert_card(gw: Gateway, queued_spiders: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The warc loop: poll a batch of page messages, write their records, flush + fsync, then commit.
+"""The warc loop: poll a batch of page messages (and robots.txt answers, `<prefix>.robots_firehose`),
+write their records, flush + fsync, then commit.
 
 The sink's shape (sink/loop.py) with a file instead of a transaction: offsets are committed only
 after the batch's records are on disk, so a crash (kill -9) replays at most the batch in hand, whose
@@ -72,7 +73,8 @@ class Archiver:
     @classmethod
     def from_settings(cls, settings: Settings) -> Archiver:
         topic = settings.topic("crawled_firehose")
-        ensure_topics(settings, [topic])
+        topics = [topic, settings.topic("robots_firehose")]  # the robots.txt answers the crawl obeyed
+        ensure_topics(settings, topics)
         directory = warc_directory(settings)
         recover(directory)  # files left `.open` by a killed writer, before this one opens its own
         output = S3Output.from_settings(settings)
@@ -87,7 +89,7 @@ class Archiver:
         )
         consumer = kafka_consumer(settings, [], settings.get_str("WARC_GROUP"),
                                   max_poll_records=max(settings.get_int("WARC_BATCH"), 1))  # fmt: skip
-        subscribe(consumer, [topic])
+        subscribe(consumer, topics)
         return cls(settings, consumer, WarcFiles(directory, rotation, component_id()), output)
 
     def run(self, stop: threading.Event) -> None:
@@ -181,7 +183,7 @@ def warcinfo(settings: Settings, topic: str) -> dict[str, Any]:
         "isPartOf": topic,
         "shoal-group": settings.get_str("WARC_GROUP"),
         "shoal-gzip": str(settings.get_bool("WARC_GZIP")).lower(),
-        "shoal-payload": "as the page message carries it: content-decoded (docs/how-to/archive.md)",
+        "shoal-payload": "the bytes served, content-decoded (docs/how-to/archive.md)",
     }
 
 

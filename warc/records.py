@@ -1,12 +1,15 @@
 """Page messages to WARC/1.1 records (warcio): request + response, revisits, metadata.
 
 The payload is the body as the page message carries it: after content decoding (gzip, br, zstd,
-deflate) and de-chunking, because that is what the crawler keeps. The HTTP header block keeps every
-line as received except those that would describe the payload falsely: `Transfer-Encoding`, and
-`Content-Encoding`/`Content-Length` of a decoded body, are kept renamed `X-Archive-Orig-<name>`
-(pywb's own prefix) and a true `Content-Length` is added, so `WARC-Payload-Digest` is the digest of
-the bytes written and every reader replays them as they are. A text body is written in its
-`encoding` (KAFKA_BASE_64_ENCODE makes the crawler send every body's exact bytes).
+deflate) and de-chunking, because that is what the crawler keeps; a text body is written in its
+`encoding` after its byte-order mark (`body_bom`), so the payload is the bytes served. The HTTP
+header block keeps every line the crawler received, except those that would describe the payload
+falsely: `Content-Encoding`/`Content-Length` of a decoded body (and a `Transfer-Encoding`, which
+the crawler never receives) are kept renamed `X-Archive-Orig-<name>` (pywb's own prefix) and a true
+`Content-Length` is added, so `WARC-Payload-Digest` is the digest of the bytes written and every
+reader replays them as they are. Header values are written as the bytes received (Latin-1, RFC 9110
+obs-text), never percent-encoded. The answers of the redirects the crawler followed (`redirects`)
+come first, each a response and its request.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from io import BytesIO
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from warcio.recordbuilder import RecordBuilder
@@ -79,19 +82,36 @@ def payload(page: PageMessage) -> bytes:
     if not body:
         return b""
     if page.get("body_encoding") == "base64":
-        try:
-            return base64.b64decode(body)
-        except (binascii.Error, ValueError):
-            return body.encode("utf-8")
+        return _base64(body) or body.encode("utf-8")
     try:
-        return body.encode(page.get("encoding") or "utf-8")
+        text = body.encode(page.get("encoding") or "utf-8")
     except (LookupError, UnicodeEncodeError):
-        return body.encode("utf-8")
+        text = body.encode("utf-8")
+    return _base64(page.get("body_bom") or "") + text
+
+
+def _base64(data: str) -> bytes:
+    """`data`'s bytes, b"" when it is not base64."""
+    try:
+        return base64.b64decode(data)
+    except (binascii.Error, ValueError):
+        return b""
 
 
 def sha1_digest(data: bytes) -> str:
     """WARC's payload digest: `sha1:` and base32 (what warcio writes and pywb compares)."""
     return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+
+
+class ServedHeaders(StatusAndHeaders):  # type: ignore[misc]
+    """A header block written as the bytes received: the crawler reads header bytes as Latin-1, so
+    Latin-1 gives them back (RFC 9110 obs-text), where warcio would percent-encode a non-ASCII value."""
+
+    def to_ascii_bytes(self, filter_func: Any = None) -> bytes:
+        try:
+            return bytes(self.to_str(filter_func).encode("latin-1")) + b"\r\n"
+        except UnicodeEncodeError:  # not from a crawler (a character past U+00FF): warcio's way
+            return bytes(super().to_ascii_bytes(filter_func))
 
 
 def header_lines(page: PageMessage) -> list[tuple[str, str]]:
@@ -119,19 +139,31 @@ def response_headers(page: PageMessage, length: int, truncated: bool) -> StatusA
     if not length_named and not truncated:
         out.append(("Content-Length", str(length)))
     status = page.get("status_code") or 200
-    return StatusAndHeaders(f"{status} {page.get('status_msg') or ''}".strip(), out,
-                            protocol=page.get("http_version") or "HTTP/1.1")  # fmt: skip
+    return ServedHeaders(f"{status} {page.get('status_msg') or ''}".strip(), out,
+                         protocol=page.get("http_version") or "HTTP/1.1")  # fmt: skip
 
 
 def request_headers(page: PageMessage) -> StatusAndHeaders:
+    """`<method> <target> <version>` and the header lines sent (warcio takes a request's version only
+    from the status line: its `protocol=` holds the method)."""
     url = page.get("response_url") or page.get("url") or ""
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     lines = [(name, value) for name, values in (page.get("request_headers") or {}).items() for value in values]
     if not any(name.lower() == "host" for name, _ in lines):
         lines.insert(0, ("Host", parts.netloc))
-    return StatusAndHeaders(f"GET {target}", lines, protocol=page.get("http_version") or "HTTP/1.1",
-                            is_http_request=True)  # fmt: skip
+    method = str(page.get("method") or "GET")
+    return ServedHeaders(f"{method} {target} {page.get('http_version') or 'HTTP/1.1'}", lines,
+                         is_http_request=True)  # fmt: skip
+
+
+def redirects(page: PageMessage) -> list[PageMessage]:
+    """The answers of the redirects followed to the page, first first (each shaped as a page message)."""
+    hops = page.get("redirects")
+    if not isinstance(hops, list):
+        return []
+    return [cast(PageMessage, hop) for hop in hops
+            if isinstance(hop, dict) and hop.get("url") and hop.get("status_code") is not None]  # fmt: skip
 
 
 class RecordMaker:
@@ -143,21 +175,29 @@ class RecordMaker:
         self.dom_spiders = frozenset(dom_spiders)
 
     def records(self, page: PageMessage) -> list[Record]:
-        """[] for a failed fetch (it has no response); else the records in the order to write them."""
+        """The records in the order to write them; a failed fetch has none but its redirects' (it
+        has no response of its own)."""
+        hops = [record for hop in redirects(page) for record in self._exchange(hop)]
         if not page.get("success", True) or page.get("status_code") is None:
-            return []
+            return hops
         url = page.get("response_url") or page.get("url") or ""
         date = warc_date(page)
-        base = {"WARC-Date": date}
+        if page.get("spiderid") in self.dom_spiders:
+            return [*hops, *self._rendered(page, url, date)]
+        main, request = self._exchange(page)
+        return [*hops, main, request, *self._outlinks(page, url, date, main)]
+
+    def _exchange(self, page: PageMessage) -> tuple[Record, Record]:
+        """The response (or revisit) record of one HTTP answer, and its request record."""
+        url = page.get("response_url") or page.get("url") or ""
+        base = {"WARC-Date": warc_date(page)}
         if page.get("remote_address"):
             base["WARC-IP-Address"] = str(page.get("remote_address"))
-        if page.get("spiderid") in self.dom_spiders:
-            return self._rendered(page, url, date)
         request = self.builder.create_warc_record(url, "request", http_headers=request_headers(page),
                                                   warc_headers_dict=dict(base))  # fmt: skip
         main = self._main(page, url, base)
         request.rec_headers.add_header("WARC-Concurrent-To", main.rec_headers.get_header("WARC-Record-ID"))
-        return [main, request, *self._outlinks(page, url, date, main)]
+        return main, request
 
     def _main(self, page: PageMessage, url: str, base: dict[str, str]) -> Record:
         """The response record, or a revisit record when there is nothing new to store."""

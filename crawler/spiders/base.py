@@ -15,7 +15,7 @@ from twisted.python.failure import Failure
 
 from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT, ShoalMessage
 from crawler.page import failure_message, page_message
-from crawler.retry import RetryPolicy
+from crawler.retry import Blocked, RetryPolicy
 from crawler.revisit import revisit_fields
 from utils.frontier import dead_letters
 from utils.frontier.revisit_policy import RevisitPolicy
@@ -87,12 +87,13 @@ class RedisSpider(Spider):
         request = failure.request  # type: ignore[attr-defined]
         lease = request.meta.get(LEASE)
         attempt = int(request.meta.get("attempt", 0))
-        decision = self.retry_policy.decide(failure, attempt)
+        blocks = int(lease.record.get("blocks", 0)) if lease is not None else 0
+        decision = self.retry_policy.decide(failure, attempt, blocks)
         if decision.outcome in ("retry", "dropped_robots", "dropped_address"):
             details = {}
             if decision.outcome == "retry" and lease is not None:
-                details = {"record": self.retry_policy.next_record(lease.record), "delay": decision.delay,
-                           "pause": decision.pause}  # fmt: skip
+                record = self.retry_policy.next_record(lease.record, isinstance(failure.value, Blocked))
+                details = {"record": record, "delay": decision.delay, "pause": decision.pause}
             yield ShoalMessage({LEASE: lease, SILENT: True, OUTCOME: decision.outcome, DETAILS: details,
                                 "url": request.url})  # fmt: skip
             return
@@ -100,6 +101,7 @@ class RedisSpider(Spider):
         item[LEASE] = lease
         item[OUTCOME] = decision.outcome
         if decision.outcome == "dead" and lease is not None:
-            record = dead_letters.record(lease.record, decision.error, decision.status, attempt + 1, "crawler")
+            record = dead_letters.record(lease.record, decision.error, decision.status, attempt + blocks + 1,
+                                         "crawler")  # fmt: skip
             item[DETAILS] = {"dead_letter": record}
         yield item

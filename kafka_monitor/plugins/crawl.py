@@ -8,7 +8,9 @@ from typing import Any, TypedDict
 from kafka_monitor.batch import Batch, Command, Origin
 from kafka_monitor.sink_check import SinkCheck
 from kafka_monitor.urls import domain_and_fingerprint, url_refusal
+from utils.apps.gate import QuotaGate, Refusal
 from utils.config.address_policy import AddressPolicy, fetched_url
+from utils.config.clients import redis_client
 from utils.config.errors import InvalidMessage
 from utils.config.safe_regex import InvalidRegex, check_regexes
 from utils.config.settings import Settings
@@ -43,6 +45,7 @@ class CrawlRequest(TypedDict, total=False):
     headers: dict[str, str] | None
     body: str | None
     proxy: str | None
+    proxy_labels: dict[str, str] | None
     dont_filter: bool
     dupefilter: str
     revisit: dict[str, Any] | None
@@ -61,20 +64,29 @@ class CrawlHandler:
     rank = 100
     stat_name = "ScraperHandler"
     event = "Added crawl to Redis"
+    refused_event = "Refused crawl over quota"
 
     def __init__(
-        self, state_timeout: int = 86400, policy: AddressPolicy | None = None, sink_alive: SinkCheck | None = None
-    ) -> None:
+        self, state_timeout: int = 86400, policy: AddressPolicy | None = None, sink_alive: SinkCheck | None = None,
+        gate: QuotaGate | None = None,
+    ) -> None:  # fmt: skip
         self.state_timeout = state_timeout  # the timeout key outlives its expiry by this much
         self.policy = policy  # None = every URL may be queued (tests of other concerns)
         self.sink_alive = sink_alive  # None = `revisit` always accepted (tests of other concerns)
+        self.gate = gate  # None = no quota (tests of other concerns)
+        self._batch: Batch | None = None  # the batch the gate counts for
+        self._refusals: dict[tuple[str, str, str], dict[str, Any]] = {}  # this batch's answer per crawl (no uuid)
 
     @classmethod
     def from_settings(cls, settings: Settings, **_: Any) -> CrawlHandler:
         return cls(settings.get_int("CRAWL_STATE_TIMEOUT"), AddressPolicy.from_settings(settings),
-                   SinkCheck.from_settings(settings))  # fmt: skip
+                   SinkCheck.from_settings(settings), QuotaGate(redis_client(settings)))  # fmt: skip
 
     def handle(self, message: dict[str, Any], origin: Origin, batch: Batch) -> None:
+        refusal = self._over_quota(message["appid"], batch)  # first: a flood costs no URL parsing
+        if refusal is not None:
+            self._refuse(message, refusal, batch)
+            return
         url = message["url"]
         if "://" not in url:
             url = message["url"] = "http://" + url  # as Scrapy Cluster's request_from_feed retry
@@ -107,6 +119,30 @@ class CrawlHandler:
         if "uuid" in message:
             batch.acknowledge(self._acknowledgement(message))
         batch.log(self.event, message)
+
+    def _over_quota(self, appid: str, batch: Batch) -> Refusal | None:
+        if self.gate is None:
+            return None
+        if batch is not self._batch:
+            self.gate.new_batch()
+            self._batch, self._refusals = batch, {}
+        return self.gate.admit(appid)
+
+    def _refuse(self, message: dict[str, Any], refusal: Refusal, batch: Batch) -> None:
+        """Answered, never queued: with a uuid each request has its answer; without, one answer per
+        crawl and batch counts them (a flood of a million requests is not a million answers)."""
+        if "uuid" in message:
+            batch.answers.append({**self._acknowledgement(message), **refusal.fields})
+        else:
+            crawl = (message["appid"], message["crawlid"], message["spiderid"])
+            answer = self._refusals.get(crawl)
+            if answer is None:
+                answer = self._refusals[crawl] = {**self._acknowledgement(message), **refusal.fields, "count": 0}
+                del answer["uuid"]
+                batch.answers.append(answer)
+            answer["count"] += 1
+            answer["used"] = refusal.used
+        batch.log(self.refused_event, message)
 
     def _check_addresses(self, url: str, proxy: Any) -> None:
         """The URL, and the request's own proxy, as the address policy judges them (the crawler again)."""
@@ -171,7 +207,7 @@ class CrawlHandler:
         return {
             "action": "crawl",
             "status": "queued",
-            "uuid": message["uuid"],
+            "uuid": message.get("uuid"),
             "appid": message["appid"],
             "crawlid": message["crawlid"],
             "spiderid": message["spiderid"],

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 LIST_MAX = 1000  # records in one "dead-letters" answer (newest first); total_dead_letters gives all
 REPLAY_CHUNK = 1000  # records per enqueue call
-RETRY_STATE = ("attempt", "not_before")  # stored fields a replay resets
+RETRY_STATE = ("attempt", "blocks", "not_before")  # stored fields a replay resets
 
 
 class DeadLetterMonitor:

@@ -11,8 +11,9 @@ import ujson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from rest.deps import GatewayDep, require_key
+from rest.deps import GatewayDep, principal_of, require_key
 from rest.envelope import BAD_REDIS_JSON, NO_POLL, NO_REDIS, ApiError, success
+from rest.feed_access import check_access, check_quota
 from rest.gateway import Gateway
 from rest.openapi import ENVELOPE_RESPONSES, feed_body, poll_body
 from rest.submit import submit
@@ -50,8 +51,11 @@ async def feed(request: Request, gw: GatewayDep) -> JSONResponse:
     require_json(request)
     message = parse_json(await request.body(), gw.settings.get_int("REST_JSON_MAX_DEPTH"))
     log.info("'feed' endpoint called", extra={"content": redact_secrets(message)})
-    if match_request(message) == "crawl":
+    kind = match_request(message)
+    check_access(principal_of(request), kind, message)
+    if kind == "crawl":
         refuse_url(message, AddressPolicy.from_settings(gw.settings))
+        await check_quota(gw, message)
     return await submit(gw, message)
 
 

@@ -8,11 +8,11 @@ import uuid
 from collections.abc import AsyncIterable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from rest.deps import AppId, CrawlId, GatewayDep, SpiderId, require_key
+from rest.deps import AppId, CrawlId, GatewayDep, SpiderId, principal_of, require_key
 from rest.envelope import NO_CRAWL, ApiError, success
 from rest.gateway import Gateway
 from rest.openapi import ENVELOPE_RESPONSES
@@ -45,12 +45,18 @@ CrawlDep = Annotated[CrawlRef, Depends(existing_crawl)]
 
 @router.get("/crawls", summary="Live crawls, most recent first", responses=ENVELOPE_RESPONSES)
 async def list_crawls(
+    request: Request,
     gw: GatewayDep,
     running: bool = Query(False, description="only crawls not finished yet"),
     limit: int = Query(50, ge=1, le=LIVE_LIMIT),
 ) -> JSONResponse:
+    """An app's key lists its own app's crawls only."""
+    principal = principal_of(request)
+
     def read() -> list[dict[str, Any]]:
-        refs = progress.live_crawls(gw.redis, time.time() - gw.settings.get_int("CRAWL_STATE_TIMEOUT"), limit)
+        since = time.time() - gw.settings.get_int("CRAWL_STATE_TIMEOUT")
+        refs = progress.live_crawls(gw.redis, since, limit if principal.admin else LIVE_LIMIT)
+        refs = [ref for ref in refs if principal.sees(ref.appid)][:limit]
         found = [p for p in progress.read_many(gw.redis, refs, Shards.from_settings(gw.settings)) if p is not None]
         return [_snapshot(gw, p) for p in found if not (running and p.finished)]
 

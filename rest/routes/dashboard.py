@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from rest import overview
-from rest.deps import API_KEY_COOKIE, API_KEY_HEADER, GatewayDep, require_key
+from rest.deps import API_KEY_COOKIE, API_KEY_HEADER, GatewayDep, keys_on, require_key
 from rest.envelope import success
 
 router = APIRouter(tags=["dashboard"])
@@ -45,7 +45,7 @@ def dashboard_key(request: Request, gw: GatewayDep) -> JSONResponse:
     """
     answer = success(None)
     key = request.headers.get(API_KEY_HEADER)
-    if key and gw.settings.get_str("REST_API_KEY"):
+    if key and keys_on(gw):
         answer.set_cookie(API_KEY_COOKIE, quote(key, safe=""), path="/", httponly=True, samesite="strict",
                           secure=request.url.scheme == "https")  # fmt: skip
     return answer

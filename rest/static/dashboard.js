@@ -175,8 +175,15 @@ function renderProxies(data) {
     const domains = Object.keys(p.quarantined_domains);
     const state = p.quarantined_until ? el("span", { class: "pill bad" }, "quarantined")
       : domains.length ? el("span", { class: "pill warn" }, `${domains.length} domain(s)`) : el("span", { class: "pill ok" }, "healthy");
-    return el("tr", { title: domains.join(", ") }, el("td", {}, p.proxy), el("td", {}, state),
-      el("td", { class: "num" }, fmt(p.requests)), el("td", { class: "num" }, fmt(p.bans)));
+    return el("tr", { title: domains.join(", ") }, el("td", {}, p.proxy), el("td", { class: "muted" }, p.group),
+      el("td", {}, state), el("td", { class: "num" }, fmt(p.requests)), el("td", { class: "num" }, fmt(p.bans)));
+  }));
+  // Each group of labels (a request asks for one): how many of its proxies are not quarantined everywhere.
+  document.querySelector("#proxy-groups tbody").replaceChildren(...(data.proxy_groups || []).map((g) => {
+    const pill = g.healthy === 0 ? "pill bad" : g.healthy < g.proxies || g.quarantined_domains ? "pill warn" : "pill ok";
+    return el("tr", { "data-group": g.group }, el("td", {}, g.group),
+      el("td", {}, el("span", { class: pill }, `${g.healthy}/${g.proxies} healthy`)),
+      el("td", { class: "num" }, fmt(g.requests)), el("td", { class: "num" }, fmt(g.bans)));
   }));
 }
 
@@ -205,6 +212,18 @@ function renderRenderers(data) {
     el("td", { class: "num" }, mib(r.process_memory)),
     el("td", { class: "num" }, `${mib(r.browser_memory)} (${mib(r.browser_memory_peak)})`),
     el("td", { class: "num" }, fmt(r.browser_restarts)))));
+}
+
+function percent(v) { return v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)} %`; }
+
+function renderApps(data) {
+  const rows = data.apps || [];
+  document.getElementById("apps-card").hidden = !rows.length;
+  document.querySelector("#apps tbody").replaceChildren(...rows.map((a) => el("tr", { "data-app": a.appid },
+    el("td", {}, a.appid), el("td", { class: "num" }, fmt(a.running || 0)), el("td", { class: "num" }, fmt(a.queued || 0)),
+    el("td", { class: "num" }, fmt(a.inflight || 0)), el("td", { class: "num" }, (a.pages_per_sec || 0).toFixed(2)),
+    el("td", { class: "num" }, percent(a.share)), el("td", { class: "num" }, seconds(a.first_page_sec)),
+    el("td", { class: "num" }, Object.entries(a.quota_use || {}).map(([q, v]) => `${q} ${percent(v)}`).join(", ") || "–"))));
 }
 
 // Revisits (issue 31): per crawl from GET /revisits, every REVISITS_MS; hidden without a sink's tables.
@@ -285,7 +304,7 @@ async function refresh() {
     const data = envelope.data;
     document.getElementById("banner").hidden = true;
     for (const render of [renderHealth, renderTotals, renderCrawls, renderChart, renderQueues, renderErrors, renderProcesses, renderProxies, renderRenderers,
-      renderPushback]) {
+      renderPushback, renderApps]) {
       render(data);
     }
     pickStream(data);

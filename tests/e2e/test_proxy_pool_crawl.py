@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.cluster import REPO, TestCluster
 from tests.support.kafka import TopicReader, produce
@@ -250,3 +251,87 @@ def test_a_pushing_host_steps_to_level_2_and_is_then_fetched_through_the_pool(cl
     assert later <= proxied  # each page asked for after the step came through the proxy
     assert any(hit.status == 429 for hit in hits if hit.at <= stepped)
     print(f"\nlevel 2: {len(hits)} hits, {len(later)} pages after the step, {len(proxied)} through the proxy")
+
+
+def test_crawls_go_through_the_group_their_labels_ask_for_and_an_empty_group_dead_letters(
+    cluster_factory, proxies, reader
+) -> None:
+    """Proxies by kind and place: a German proxy (`region=de,type=residential`) and a plain one. A crawl
+    asking for `region=de` reaches its site through the German proxy only, a crawl asking for nothing
+    through the plain one only (the default group), and a crawl asking for `region=fr` is dead-lettered
+    at once with that reason: its site sees no request at all."""
+    german, plain = proxies("german", free_port()), proxies("plain", free_port())
+    pool = (f"http://{USER}:{PASSWORD}@127.0.0.1:{german.port}#region=de,type=residential,"
+            f"http://{USER}:{PASSWORD}@127.0.0.1:{plain.port}")  # fmt: skip
+    cluster = cluster_factory(PROXY_LIST=pool, ROBOTSTXT_OBEY=False, QUEUE_HITS=1000, QUEUE_WINDOW=1)
+    sites = {name: generate_site(hosts=1, pages_per_host=12, seed=seed, base_ip_octet=octet, port=free_port())
+             for name, seed, octet in (("de", 21, 185), ("plain", 22, 187), ("fr", 23, 189))}  # fmt: skip
+    expected = {name: site.reachable(site.seed_urls(), MAXDEPTH, obey_robots=False) for name, site in sites.items()}
+    asks = {"de": {"region": "de"}, "plain": None, "fr": {"region": "fr"}}
+    client = redis_client(cluster.settings, decode=True)
+    with SiteServer(sites["de"]) as de, SiteServer(sites["plain"]) as direct, SiteServer(sites["fr"]) as fr:
+        firehose, dead = reader(cluster, "crawled_firehose"), reader(cluster, "dead_letter")
+        cluster.start("kafka-monitor")
+        cluster.start("crawl", "--spider", "link")
+        produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.incoming_topic, [
+            {"url": url, "appid": "proxyapp", "crawlid": f"labels-{name}", "maxdepth": MAXDEPTH, "deny_extensions": [],
+             **({"proxy_labels": asks[name]} if asks[name] else {})}
+            for name, site in sites.items() for url in site.seed_urls()])  # fmt: skip
+        want = len(expected["de"]) + len(expected["plain"]) + 1  # and the failure page of the `fr` seed
+        pages = firehose.wait_for(lambda got: len(got) >= want, timeout=120, message="pages")
+        letters = dead.wait_for(lambda got: len(got) >= 1, timeout=30, message="dead letter")
+        firehose.poll(1.0)
+        hits = {name: sum(server.hits.values()) for name, server in (("de", de), ("plain", direct), ("fr", fr))}
+    by_crawl = {name: {p["url"] for p in pages if p["crawlid"] == f"labels-{name}"} for name in sites}
+    assert by_crawl["de"] == set(expected["de"])  # each crawl whole
+    assert by_crawl["plain"] == set(expected["plain"])
+    [failed] = [p for p in pages if p["crawlid"] == "labels-fr"]
+    assert (failed["url"], failed["success"]) == (sites["fr"].seed_urls()[0], False)
+    assert "no proxy in PROXY_LIST has the labels region=fr" in failed["exception"]
+    assert all(p["success"] for p in pages if p is not failed)
+    assert set(german.fetched()) == set(expected["de"])  # only the German crawl went through it ...
+    assert len(german.fetched()) == hits["de"]  # ... and every request its site saw came through it
+    assert set(plain.fetched()) == set(expected["plain"])
+    assert len(plain.fetched()) == hits["plain"]
+    assert hits["fr"] == 0  # never sent direct
+    [letter] = letters
+    assert (letter["crawlid"], letter["url"]) == ("labels-fr", sites["fr"].seed_urls()[0])
+    assert "no proxy in PROXY_LIST has the labels region=fr" in letter["error"]
+    assert letter["attempts"] == 1  # dead at once, not after RETRY_TIMES
+    rows = {row["group"]: row for row in ProxyPool.from_settings(cluster.settings, client).state()}
+    assert rows["region=de,type=residential"]["bans"] == rows["default"]["bans"] == 0
+    assert PASSWORD not in all_output(cluster, pages, client)
+
+
+def test_the_ladders_proxy_rung_goes_through_the_proxies_the_domains_zookeeper_entry_asks_for(
+    cluster_factory, proxies, reader, zk_client
+) -> None:
+    """With LADDER_PROXY_ONLY a domain pinned at level 2 whose ZooKeeper entry asks for
+    `type=residential` reaches its site through the residential proxy only, never the cheap one; a
+    domain at level 0 is fetched direct."""
+    residential, cheap = proxies("residential", free_port()), proxies("cheap", free_port())
+    pool = (f"http://{USER}:{PASSWORD}@127.0.0.1:{cheap.port},"
+            f"http://{USER}:{PASSWORD}@127.0.0.1:{residential.port}#type=residential")  # fmt: skip
+    cluster = cluster_factory(PROXY_LIST=pool, LADDER_PROXY_ONLY=True, LADDER_SLOW_DELAY=0.05, ROBOTSTXT_OBEY=False,
+                              QUEUE_HITS=1000, QUEUE_WINDOW=1)  # fmt: skip
+    hard, easy = (generate_site(hosts=1, pages_per_host=12, seed=seed, base_ip_octet=octet, port=free_port())
+                  for seed, octet in ((31, 191), (32, 193)))  # fmt: skip
+    hard_host = hard.hosts[0].split(":")[0]
+    config = {"domains": {hard_host: {"proxy_labels": {"type": "residential"}, "blocks": {"level": 2}}}}
+    zk_client.ensure_path(cluster.settings.zookeeper_config_path)
+    zk_client.set(cluster.settings.zookeeper_config_path, yaml.safe_dump(config).encode())
+    expected = {name: site.reachable(site.seed_urls(), MAXDEPTH, obey_robots=False)
+                for name, site in (("hard", hard), ("easy", easy))}  # fmt: skip
+    with SiteServer(hard) as hard_server, SiteServer(easy) as easy_server:
+        firehose = reader(cluster, "crawled_firehose")
+        crawl(cluster, hard.seed_urls() + easy.seed_urls(), "px7")
+        pages = firehose.wait_for(lambda got: len(got) >= sum(map(len, expected.values())), timeout=120,
+                                  message="pages")  # fmt: skip
+        firehose.poll(1.0)
+        hits = {name: sum(server.hits.values()) for name, server in (("hard", hard_server), ("easy", easy_server))}
+    assert {p["url"] for p in pages} == set(expected["hard"]) | set(expected["easy"])
+    assert all(p["success"] for p in pages)
+    assert set(residential.fetched()) == set(expected["hard"])
+    assert len(residential.fetched()) == hits["hard"]  # every request of the hard site came through it
+    assert cheap.fetched() == []
+    assert hits["easy"] >= len(expected["easy"])  # fetched direct, at level 0

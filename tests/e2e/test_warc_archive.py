@@ -1,14 +1,17 @@
 """Issue 35: a crawl archived as WARC/1.1 by the warc component, read back with warcio and replayed by pywb;
 and a warc process killed with SIGKILL mid-stream loses no page and leaves no unreadable file: the next one,
-sending its files to S3 (s3rver), uploads the killed writer's file too."""
+sending its files to S3 (s3rver), uploads the killed writer's file too. Issue 44: every fetch as served
+(redirect hops, robots.txt, byte-order marks, header bytes, request lines)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
@@ -180,3 +183,104 @@ def _page(i: int) -> dict[str, Any]:
             "links": [], "appid": "a", "crawlid": "c", "spiderid": "link", "http_version": "HTTP/1.1",
             "remote_address": "127.0.0.1", "fetch_time": f"2026-11-26T10:00:{i % 60:02d}.{i:06d}",
             "timestamp": "2026-11-26T10:01:00"}  # fmt: skip
+
+
+HOPS = ((301, "/hop/301"), (302, "/hop/302"), (303, "/hop/303"), (307, "/hop/307"), (308, "/hop/308"))
+END = b"<!DOCTYPE html>\n<html><body><p>the end of the chain</p></body></html>\n"
+BOM_UTF8 = b"\xef\xbb\xbf" + "<!DOCTYPE html>\n<html><body><p>café served with a BOM</p></body></html>\n".encode()
+UTF16 = "\ufeff<!DOCTYPE html>\n<html><body><p>naïve UTF-16</p></body></html>\n".encode("utf-16-le")
+HEADERS = b"<!DOCTYPE html>\n<html><body><p>headers</p></body></html>\n"
+
+
+def fidelity_routes() -> dict[str, tuple[int, str, bytes, str]]:
+    """A 301 -> 302 -> 303 -> 307 -> 308 chain, BOM'd UTF-8 and UTF-16 pages, repeated and non-ASCII headers."""
+    routes = {path: (status, "text/html", f"<a href='{target}'>moved</a>".encode(), f"Location: {target}\r\n")
+              for (status, path), target in zip(HOPS, [p for _, p in HOPS[1:]] + ["/hop/end.html"], strict=True)}
+    routes["/hop/end.html"] = (200, "text/html; charset=utf-8", END, "")
+    routes["/bom.html"] = (200, "text/html; charset=utf-8", BOM_UTF8, "")
+    routes["/utf16.html"] = (200, "text/html; charset=utf-16", UTF16, "")
+    more = "X-Twice: one\r\nX-Other: x\r\nX-Twice: two\r\nX-Name: café\r\n"  # é: one Latin-1 byte on the wire
+    routes["/headers.html"] = (200, "text/html", HEADERS, more)
+    return routes  # fmt: skip
+
+
+def blocks(directory: Path) -> list[dict[str, Any]]:
+    """Every record of the closed files in order, its HTTP block as raw bytes (not parsed by warcio)."""
+    out = []
+    for path in sorted(directory.glob("*.warc.gz")):
+        with open(path, "rb") as stream:
+            for record in ArchiveIterator(stream, ensure_http_headers=False, no_record_parse=True):
+                out.append({"type": record.rec_type, "headers": dict(record.rec_headers.headers),
+                            "block": record.raw_stream.read()})  # fmt: skip
+    return out
+
+
+def test_redirect_hops_robots_txt_boms_and_header_bytes_are_archived_as_served(
+    cluster: TestCluster, tmp_path: Path
+) -> None:
+    """Default settings; a 301..308 chain, robots.txt, BOM'd pages and odd headers, each as served."""
+    site = generate_site(hosts=4, pages_per_host=2, seed=44, base_ip_octet=44, port=free_port())
+    directory = tmp_path / "warc"
+    warc_env(cluster, directory)
+    seeds = [f"http://{site.hosts[0]}/hop/301", f"http://{site.hosts[1]}/bom.html",
+             f"http://{site.hosts[2]}/utf16.html", f"http://{site.hosts[3]}/headers.html"]  # fmt: skip
+    end = f"http://{site.hosts[0]}/hop/end.html"
+    robots = [f"http://{host}/robots.txt" for host in site.hosts]
+    with SiteServer(site, extra_routes=fidelity_routes()):  # type: ignore[arg-type]
+        cluster.start("kafka-monitor")
+        cluster.start("crawl", "--spider", "link")
+        warc = cluster.start("warc")
+        produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.incoming_topic,
+                [{"url": seed, "appid": "warcapp", "crawlid": "fidelity"} for seed in seeds])  # fmt: skip
+        wanted = {end, *seeds[1:], *robots}
+        wait_until(lambda: set(by_url(archived(directory), "response")) >= wanted, 150)
+        assert warc.stop() == 0
+    records = archived(directory)  # warcio reads every record, digests checked
+    responses, requests = by_url(records, "response"), by_url(records, "request")
+
+    # Every hop of the chain is a response with its request, in order, before the page it led to.
+    chain = [f"http://{site.hosts[0]}{path}" for _, path in HOPS]
+    for (status, _), url in zip(HOPS, chain, strict=True):
+        (hop,) = responses[url]
+        assert hop["status"] == str(status), url
+        assert hop["http"]["location"].startswith("/hop/"), url
+        assert requests[url], url
+    order = [r["headers"]["WARC-Target-URI"] for r in records if r["type"] == "response"]
+    assert [u for u in order if u in (*chain, end)] == [*chain, end]
+    assert responses[end][0]["payload"] == END
+
+    # The payload is the bytes served, byte-order mark included; the digest is of those bytes.
+    for url, served in ((seeds[1], BOM_UTF8), (seeds[2], UTF16)):
+        assert responses[url][0]["payload"] == served, url
+        assert responses[url][0]["headers"]["WARC-Payload-Digest"] == sha1_digest(served), url
+
+    # robots.txt answers are archived, with their requests.
+    for url in robots:
+        assert responses[url][0]["payload"] == site.pages[url].body, url
+        assert requests[url], url
+
+    # Repeated headers in their order; a non-ASCII value as the bytes received (not percent-encoded).
+    raw = {r["headers"]["WARC-Target-URI"]: r["block"] for r in blocks(directory) if r["type"] == "response"}
+    head = raw[seeds[3]].split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    assert [line for line in head if line.startswith(b"X-Twice:")] == [b"X-Twice: one", b"X-Twice: two"]
+    assert b"X-Name: caf\xe9" in head
+
+    # Every request record's block is an HTTP request: request line with its version, then header lines.
+    for record in blocks(directory):
+        if record["type"] == "request":
+            lines = record["block"].split(b"\r\n")
+            assert re.fullmatch(rb"GET /\S* HTTP/1\.1", lines[0]), lines[0]
+            assert all(re.fullmatch(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+: .*", line) for line in lines[1:-2]), lines
+            assert lines[-2:] == [b"", b""]
+
+    # pywb replays the seed that redirects: through every hop to the page (`mp_`: pywb rewrites each
+    # Location into the archive; `id_` serves the records as they are, Location too).
+    with pywb.replaying(tmp_path / "replay", sorted(directory.glob("*.warc.gz"))) as replay:
+        answer = replay(seeds[0], responses[chain[0]][0]["headers"]["WARC-Date"])
+        assert answer.status_code == 301
+        assert answer.headers["location"] == "/hop/302"
+        followed = httpx.get(str(answer.url).replace("id_/", "mp_/"), follow_redirects=True, timeout=10)
+        assert [r.status_code for r in followed.history] == [s for s, _ in HOPS]
+        assert followed.status_code == 200
+        assert str(followed.url).endswith(f"mp_/{end}")
+        assert httpx.get(str(followed.url).replace("mp_/", "id_/"), timeout=10).content == END

@@ -20,16 +20,20 @@ from twisted.python.failure import Failure
 from crawler.blocks import BlockDetector
 from crawler.ladder import LADDER_OF, LEVEL, DomainPaused, LadderMiddleware, MovedToRender
 from crawler.meta import LEASE, record_fields
+from crawler.pipelines import dead_letter_reason
 from crawler.proxies import POOL, ProxyPoolMiddleware
-from crawler.retry import RetryableStatus, RetryPolicy
-from crawler.signals import connect_settled, leases_received
+from crawler.retry import Blocked, RetryableStatus, RetryPolicy
+from crawler.signals import connect_settled
+from tests.integration.test_frontier import new
+from tests.support.services import wait_until
 from utils.cli.main import main
 from utils.config.settings import Settings
-from utils.frontier import Lease, keys
+from utils.frontier import Frontier, Lease, Retry, ThrottlePolicy, keys
 from utils.frontier.block_config import LadderRules
 from utils.frontier.domain_config import DomainConfig
 from utils.frontier.ladder import Ladder
 from utils.frontier.ladder_metrics import LadderCollector
+from utils.frontier.types import SLOT_SLACK
 from utils.proxies.pool import ProxyPool, parse_proxy_list
 
 pytestmark = pytest.mark.integration
@@ -98,15 +102,31 @@ class Spy(SimpleNamespace):
         return True
 
 
-@pytest.fixture
-def middleware(redis_db: redis.Redis) -> tuple[LadderMiddleware, Spider, list[Any], Spy]:
-    overrides = {"LADDER_UP_AFTER": "2", "LADDER_DOWN_AFTER": "2", "LADDER_REFRESH": "0"}
+class PacedFrontier(Frontier):
+    """The real frontier, keeping the paces the ladder writes (domain, level, delay) for the test."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        super().__init__(client, lease_timeout=30)
+        self.delays: list[tuple[str, float]] = []
+        self.levels: list[tuple[str, int]] = []
+
+    def set_ladder_pace(self, spiderid: str, domain: str, throttle_key: str, level: int, seconds: float,
+                        hold: int) -> None:  # fmt: skip
+        self.delays.append((domain, seconds))
+        self.levels.append((domain, level))
+        super().set_ladder_pace(spiderid, domain, throttle_key, level, seconds, hold)
+
+
+POLICY = ThrottlePolicy(key_prefix="link:", hits=0)  # unthrottled but for the ladder's delay and Retry-After
+
+
+def ladder_middleware(redis_db: redis.Redis, **overrides: str) -> tuple[LadderMiddleware, Spider, list[Any], Spy]:
+    """The middleware of a `link` crawler, its scheduler's real frontier under POLICY, at `overrides`."""
     settings = Settings.load(environ={}, overrides=overrides)
     crawler = get_crawler(settings_dict={"SHOAL": settings})
-    delays: list[tuple[str, float]] = []
-    throttle = SimpleNamespace(policy=lambda: SimpleNamespace(key=lambda domain: domain))
-    frontier = SimpleNamespace(set_throttle_delay=lambda domain, key, delay, ttl: delays.append((domain, delay)))
-    scheduler = Spy(throttle=throttle, frontier=frontier, enqueued=[], delays=delays)
+    frontier = PacedFrontier(redis_db)
+    throttle = SimpleNamespace(policy=lambda: POLICY)
+    scheduler = Spy(throttle=throttle, frontier=frontier, enqueued=[], delays=frontier.delays)
     crawler.engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=scheduler))  # type: ignore[assignment]
     settled: list[Any] = []
     connect_settled(crawler, lambda lease, outcome, details: settled.append((lease.request_id, outcome)))
@@ -118,13 +138,19 @@ def middleware(redis_db: redis.Redis) -> tuple[LadderMiddleware, Spider, list[An
     return mw, spider, settled, scheduler
 
 
+@pytest.fixture
+def middleware(redis_db: redis.Redis) -> tuple[LadderMiddleware, Spider, list[Any], Spy]:
+    return ladder_middleware(redis_db, LADDER_UP_AFTER="2", LADDER_DOWN_AFTER="2", LADDER_REFRESH="0")
+
+
 def leased(n: int, domain: str = "shop.test") -> Request:
     record = {"appid": "a", "crawlid": "c", "url": f"http://{domain}/{n}", "spiderid": "link"}
     return Request(record["url"], meta={LEASE: Lease("link", domain, f"{n:016x}", record)})
 
 
-def answer(request: Request, status: int = 200, body: bytes = b"<html><a href='/x'>x</a></html>") -> HtmlResponse:
-    return HtmlResponse(request.url, status=status, body=body, request=request)
+def answer(request: Request, status: int = 200, body: bytes = b"<html><a href='/x'>x</a></html>",
+           headers: dict[str, str] | None = None) -> HtmlResponse:  # fmt: skip
+    return HtmlResponse(request.url, status=status, body=body, request=request, headers=headers)
 
 
 def test_blocks_are_retried_and_step_the_domain_up_then_clean_pages_bring_it_down(
@@ -211,18 +237,138 @@ def test_level_3_moves_the_request_to_the_render_spider_while_render_nodes_repor
     assert settled == [(f"{2:016x}", "rerouted")]
 
 
-def test_a_leased_request_keeps_the_level_of_its_lease_across_a_step(
-    middleware: tuple[LadderMiddleware, Spider, list[Any], Spy],
+def from_lease(lease: Lease) -> Request:
+    return Request(lease.record["url"], meta={LEASE: lease})
+
+
+def blocked(mw: LadderMiddleware, request: Request, **response: Any) -> Blocked:
+    """The request fetched and answered `response` (a block): what the middleware raises."""
+    mw.process_request(request)
+    with pytest.raises(Blocked) as raised:
+        mw.process_response(request, answer(request, **response))
+    return raised.value
+
+
+def test_a_lease_keeps_the_level_its_pop_spent_its_hit_at_and_only_its_rungs_fetches_count(
+    redis_db: redis.Redis,
 ) -> None:
-    mw, _, _, _ = middleware
-    waiting, later = leased(1), leased(2)
-    leases_received(mw.crawler, [waiting.meta[LEASE]])  # what the scheduler sends as a pop hands it leases
-    mw.ladder.set_level("link", "shop.test", 4)  # the domain steps while the lease waits for the engine
-    mw.process_request(waiting)
-    assert waiting.meta[LEVEL] == 0  # fetched as it was leased, not dead-lettered
+    """Default settings. Leases made at full speed stay at 0 when the domain steps to 1 while they
+    wait (as a pop thread's answer does on its way to the reactor): fetched as leased, and their
+    blocks do not count at the slow rung, so it takes LADDER_UP_AFTER fetches at its own pace."""
+    mw, _, _, scheduler = ladder_middleware(redis_db)
+    frontier = scheduler.frontier
+    frontier.enqueue([new(f"http://shop.test/{i}", "shop.test") for i in range(8)])
+    early = [from_lease(lease) for lease in frontier.pop("link", 5, POLICY).leases]
+    assert [r.meta[LEASE].level for r in early] == [0] * 5
+    for request in early[:3]:  # LADDER_UP_AFTER (3) refusals at full speed
+        blocked(mw, request, status=429)
+    assert mw.ladder.state("link", "shop.test")["level"] == 1
+    time.sleep(1.0)
+    for request in early[3:]:  # leased before the step, fetched a second after it
+        fetched = time.time()
+        blocked(mw, request, status=429)
+        assert request.meta[LEVEL] == 0
+    state = mw.ladder.state("link", "shop.test")
+    assert (state["level"], state["recent_detections"]) == (1, 0)  # not counted against "slower"
+    slow, at = [], []
+    for _ in range(3):  # fetched at the slow rung's own pace: these count, and the third steps it up
+        (lease,) = wait_until(lambda: frontier.pop("link", 1, POLICY).leases, timeout=15)
+        at.append(time.time())
+        slow.append(from_lease(lease))
+        blocked(mw, slow[-1], status=429)
+    assert [r.meta[LEVEL] for r in slow] == [1, 1, 1]
+    assert at[0] - fetched >= (1 - SLOT_SLACK) * mw.slow_delay  # the first slow fetch, from the last fetch
+    assert mw.ladder.state("link", "shop.test")["level"] == 4  # no proxy pool, no render node: paused
+    assert scheduler.frontier.levels == [("shop.test", 1), ("shop.test", 4)]
+
+
+def test_the_first_slow_fetch_comes_a_slow_delay_after_the_step_though_a_retry_after_ends_sooner(
+    redis_db: redis.Redis,
+) -> None:
+    """Default settings (LADDER_SLOW_DELAY 5 s); 429s with Retry-After 1 step the domain to 1."""
+    mw, _, _, scheduler = ladder_middleware(redis_db)
+    frontier, slow = scheduler.frontier, mw.slow_delay
+    policy = RetryPolicy.from_settings(mw.crawler.settings["SHOAL"], [])
+    frontier.enqueue([new(f"http://shop.test/{i}", "shop.test") for i in range(4)])
+    requests = [from_lease(lease) for lease in frontier.pop("link", 3, POLICY).leases]
+    for n, request in enumerate(requests):
+        if n == 2:
+            stepping = time.time()
+        raised = blocked(mw, request, status=429, headers={"Retry-After": "1"})
+        decision = policy.decide(Failure(raised), 0, 0)
+        assert (decision.outcome, decision.pause) == ("retry", 1.0)
+        lease = request.meta[LEASE]
+        frontier.retry([Retry(lease, policy.next_record(lease.record, True), decision.delay,
+                              POLICY.key("shop.test"), decision.pause)])  # fmt: skip
+    assert mw.ladder.state("link", "shop.test")["level"] == 1
+    (first,) = wait_until(lambda: frontier.pop("link", 1, POLICY).leases, timeout=15)
+    waited = time.time() - stepping
+    assert first.level == 1
+    assert waited >= slow, f"the first fetch at level 1 came {waited:.2f} s after the step"
+    fetched = time.time() + 1.0  # it waited a second in its crawler before it was fetched
+    frontier.fetched_late(first, POLICY.key("shop.test"), fetched, 0.0)
+    (second,) = wait_until(lambda: frontier.pop("link", 1, POLICY).leases, timeout=15)
+    assert time.time() - fetched >= (1 - SLOT_SLACK) * slow  # counted from the fetch, less the slack
+
+
+def test_a_level_set_by_hand_reaches_the_next_pop_and_a_crawlers_read_brings_its_pace(redis_db: redis.Redis) -> None:
+    mw, _, _, scheduler = ladder_middleware(redis_db)
+    frontier = scheduler.frontier
+    frontier.enqueue([new(f"http://shop.test/{i}", "shop.test") for i in range(3)])
+    mw.ladder.set_level("link", "shop.test", 4, reason="banned us")  # `shoal domain set`
+    (lease,) = frontier.pop("link", 1, POLICY).leases
+    assert lease.level == 4
     with pytest.raises(DomainPaused):
-        mw.process_request(later)  # leased with no stamp (after the step): the level now
-    assert not mw.stamped
+        mw.process_request(from_lease(lease))
+    mw.ladder.set_level("link", "shop.test", 1, reason="try it slower")
+    first = from_lease(frontier.pop("link", 1, POLICY).leases[0])
+    assert first.meta[LEASE].level == 1
+    mw.cache.clear()  # LADDER_REFRESH later
+    mw.process_request(first)  # the crawler reads the level: its pace joins it
+    assert scheduler.frontier.levels == [("shop.test", 4), ("shop.test", 1)]
+    assert frontier.pop("link", 1, POLICY).leases == []  # LADDER_SLOW_DELAY from now
+
+
+def test_a_challenge_site_with_markers_alone_reaches_the_browser_rung_at_default_settings(
+    redis_db: redis.Redis,
+) -> None:
+    """Every non-browser answer is a 200 challenge page: the request is retried on the ladder's own
+    budget (not RETRY_TIMES) until its domain reaches the render nodes, 0 -> 1 -> 3."""
+    mw, _, _, _ = ladder_middleware(redis_db)
+    redis_db.zadd(keys.RENDERERS, {"host:1": time.time()})
+    policy = RetryPolicy.from_settings(mw.crawler.settings["SHOAL"], [])
+    record: dict[str, Any] = {"appid": "a", "crawlid": "c", "url": "http://shop.test/", "spiderid": "link"}
+    for _ in range(20):
+        request = from_lease(Lease("link", "shop.test", f"{1:016x}", record))
+        try:
+            raised = blocked(mw, request, body=b"<div class='g-recaptcha'></div>")
+        except MovedToRender:
+            break
+        decision = policy.decide(Failure(raised), int(record.get("attempt", 0)), int(record.get("blocks", 0)))
+        assert decision.outcome == "retry", decision
+        record = policy.next_record(record, blocked=True)
+    else:
+        pytest.fail("never moved to the render spider")
+    history = mw.ladder.state("link", "shop.test")["history"]
+    assert [(s["from"], s["to"], s["reason"]) for s in history] == [(1, 3, "marker"), (0, 1, "marker")]
+    assert (record.get("attempt", 0), record["blocks"]) == (0, 6)  # RETRY_TIMES (3) untouched
+
+
+def test_a_request_blocked_past_its_budget_is_dead_lettered_as_blocked(redis_db: redis.Redis) -> None:
+    mw, _, _, _ = ladder_middleware(redis_db, LADDER_LEVELS="[0, 1]")
+    policy = RetryPolicy.from_settings(mw.crawler.settings["SHOAL"], [])
+    record: dict[str, Any] = {"appid": "a", "crawlid": "c", "url": "http://shop.test/", "spiderid": "link"}
+    outcomes = []
+    for _ in range(10):
+        raised = blocked(mw, from_lease(Lease("link", "shop.test", f"{1:016x}", record)), body=b"g-recaptcha")
+        decision = policy.decide(Failure(raised), 0, int(record.get("blocks", 0)))
+        outcomes.append(decision.outcome)
+        if decision.outcome == "dead":
+            break
+        record = policy.next_record(record, blocked=True)
+    assert outcomes == ["retry"] * 6 + ["dead"]  # LADDER_UP_AFTER (3) x its 2 rungs
+    assert decision.error == "Blocked: ladder level 1 (slower), marker, 200 OK"
+    assert dead_letter_reason({"error": decision.error, "status_code": 200}) == "blocked"
 
 
 def test_clean_rendered_pages_bring_the_moving_spiders_domain_down_from_3(

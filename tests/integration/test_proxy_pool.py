@@ -81,9 +81,11 @@ def test_shoal_proxies_lists_the_pool(redis_db: redis.Redis, services, backend_s
     out = subprocess.run([sys.executable, "-m", "utils.cli.main", "proxies"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     lines = out.stdout.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3  # each proxy, then each group of labels
     assert lines[0].startswith(
         "http://127.0.0.1:1  requests=0 successes=0 bans=1 retries=0  healthy  quarantined for: a.test"
     )
+    assert lines[0].endswith("  group default")
+    assert lines[2] == "group default  2/2 healthy  1 domain quarantine(s)  requests=0 successes=0 bans=1 retries=0"
     assert "s3cret" not in out.stdout + out.stderr
     assert json.dumps(pool.state()).count("s3cret") == 0

@@ -32,6 +32,7 @@ def test_the_proxies_stats_kind_lists_counters_and_quarantines_without_credentia
     assert by_proxy[first]["bans"] == 1
     assert set(by_proxy[first]["quarantined_domains"]) == {"example.com"}
     assert by_proxy[second]["quarantined_domains"] == {}
+    assert [(g["group"], g["proxies"], g["healthy"], g["bans"]) for g in report["groups"]] == [("default", 2, 2, 1)]
     assert "s3cret" not in repr(report)
 
 
@@ -39,7 +40,7 @@ def test_the_collector_exports_one_series_per_configured_proxy(pool: ProxyPool) 
     first = pool.proxies[0].label
     pool.ban(first, "a.com")
     pool.ban(first, "b.com")
-    samples = {(m.name, s.labels["proxy"]): s.value for m in ProxyCollector(pool).collect() for s in m.samples}
+    samples = {(m.name, s.labels.get("proxy")): s.value for m in ProxyCollector(pool).collect() for s in m.samples}
     assert samples[("shoal_proxy_bans", first)] == 2
     assert samples[("shoal_proxy_quarantined_domains", first)] == 2
     assert samples[("shoal_proxy_quarantined", first)] == 0  # 2 domains < PROXY_GLOBAL_BAN_DOMAINS

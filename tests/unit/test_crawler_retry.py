@@ -12,7 +12,7 @@ from scrapy.http import Response
 from twisted.internet.error import ConnectionRefusedError
 from twisted.python.failure import Failure
 
-from crawler.retry import RetryableStatus, RetryPolicy
+from crawler.retry import Blocked, RetryableStatus, RetryPolicy
 
 POLICY = RetryPolicy(times=3, base=1.0, cap=5.0, pause_max=60.0, priority_adjust=-10,
                      exceptions=(ConnectionRefusedError,))  # fmt: skip
@@ -88,3 +88,14 @@ def test_address_refusals_are_dropped_with_their_reason_and_bombs_and_loops_fail
     bomb = IgnoreRequest("Ignored response <200 http://a/> because its body exceeded DOWNLOAD_MAXSIZE (10 B)")
     assert POLICY.decide(failure_of(bomb), 0).outcome == "failed"
     assert POLICY.decide(failure_of(IgnoreRequest("max redirections reached")), 0).outcome == "failed"
+
+
+def test_a_block_spends_its_own_budget_not_retry_times() -> None:
+    response = Response("http://a.com/", status=200, request=Request("http://a.com/"))
+    block = failure_of(Blocked(response, "marker", 1, budget=12))
+    assert POLICY.decide(status_failure(503), attempt=3).outcome == "dead"  # RETRY_TIMES (3) spent
+    assert POLICY.decide(block, attempt=3, blocks=11).outcome == "retry"  # blocks do not count there
+    dead = POLICY.decide(block, attempt=0, blocks=12)
+    assert (dead.outcome, dead.error) == ("dead", "Blocked: ladder level 1 (slower), marker, 200 OK")
+    record = POLICY.next_record({"url": "http://a.com/", "priority": 50, "attempt": 1}, blocked=True)
+    assert (record["attempt"], record["blocks"], record["priority"]) == (1, 1, 40)

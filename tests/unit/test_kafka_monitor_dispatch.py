@@ -14,6 +14,7 @@ import pytest
 
 from kafka_monitor.batch import Batch, Origin
 from kafka_monitor.dispatch import Dispatcher
+from kafka_monitor.plugins.crawl import CrawlHandler
 from utils.config.errors import InvalidMessage
 from utils.config.plugins import load_plugins
 from utils.config.settings import Settings
@@ -46,7 +47,11 @@ def records(*values: Any) -> list[Record]:
 def dispatcher(**plugins: int | None) -> Dispatcher:
     settings = Settings.load(environ={"SHOAL_PROXY_REQUEST_ALLOWED": "http://proxy:3128"})  # a request's own proxy
     spec = {**settings.get_dict("KAFKA_MONITOR_PLUGINS"), **plugins}
-    return Dispatcher(load_plugins(spec, settings))
+    loaded = load_plugins(spec, settings)
+    for plugin in loaded:
+        if isinstance(plugin, CrawlHandler):
+            plugin.gate = None  # quotas need Redis: tests/integration/test_apps_quotas.py
+    return Dispatcher(loaded)
 
 
 def run(*values: Any, verbose: bool = True, detailed: bool = False, **plugins: int | None) -> Batch:

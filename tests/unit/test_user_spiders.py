@@ -121,6 +121,18 @@ def test_users_components_join_shoals_which_keep_their_places() -> None:
     assert result["SCHEDULER"] == "crawler.scheduler.DistributedScheduler"
 
 
+def test_switching_off_scrapys_redirect_middlewares_switches_off_shoals_subclasses() -> None:
+    off = {"scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
+           "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None}  # fmt: skip
+    for result in (scrapy_settings(settings(SCRAPY_SETTINGS={"DOWNLOADER_MIDDLEWARES": off})),
+                   scrapy_settings(settings(), DOWNLOADER_MIDDLEWARES=off)):  # fmt: skip
+        middlewares = result.getdict("DOWNLOADER_MIDDLEWARES")
+        assert middlewares["crawler.redirects.ArchivedRedirectMiddleware"] is None
+        assert middlewares["crawler.redirects.ArchivedMetaRefreshMiddleware"] is None
+    default = scrapy_settings(settings()).getdict("DOWNLOADER_MIDDLEWARES")
+    assert default["crawler.redirects.ArchivedRedirectMiddleware"] == 600
+
+
 def test_few_item_workers_per_response_unless_the_user_sets_them() -> None:
     # Scrapy starts CONCURRENT_ITEMS tasks per response; 100 cost ~0.5 ms a page (issue 37)
     assert scrapy_settings(settings()).getint("CONCURRENT_ITEMS") == 16

@@ -1,4 +1,5 @@
-"""Issue 35: page messages become WARC/1.1 records that warcio reads back as they were written (no sockets)."""
+"""Issue 35: page messages become WARC/1.1 records that warcio reads back as they were written (no sockets).
+Issue 44: redirect hops, robots.txt answers, byte-order marks, request lines and header bytes as served."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from types import SimpleNamespace
 
 from warcio.archiveiterator import ArchiveIterator
 
+from utils.config.clients import topic_configs
 from utils.config.settings import Settings
 from warc.files import Rotation, WarcFiles, complete_end, index, recover
 from warc.loop import Archiver
@@ -192,3 +194,93 @@ def test_a_message_of_odd_shape_is_skipped_and_the_next_page_archived(tmp_path: 
         responses = [r for r in ArchiveIterator(stream) if r.rec_type == "response"]
         urls = [r.rec_headers.get_header("WARC-Target-URI") for r in responses]
     assert urls == [URL + "?x", URL + "?ok"]  # links of the wrong type: archived without outlinks
+
+
+def hop(url: str, status: int, target: str, fetch_time: str) -> dict[str, object]:
+    """A `redirects` entry as the crawler sends it (crawler.page.hop_message)."""
+    return {"url": url, "method": "GET", "status_code": status, "status_msg": "Moved",
+            "response_headers": {"Location": [target], "Content-Type": ["text/html"]},
+            "request_headers": {"Accept": ["*/*"]}, "http_version": "HTTP/1.1", "remote_address": "127.0.0.2",
+            "fetch_time": fetch_time, "body": base64.b64encode(b"<a href=x>moved</a>").decode(),
+            "body_encoding": "base64"}  # fmt: skip
+
+
+def test_each_redirect_hop_is_a_response_and_its_request_in_order_before_the_page(tmp_path: Path) -> None:
+    first, second = "http://127.0.0.1:8181/seed", "http://127.0.0.1:8181/moved"
+    hops = [hop(first, 301, second, "2026-11-26T20:59:59.000001"), hop(second, 307, URL, "2026-11-26T20:59:59.500000")]
+    records = written(tmp_path, [page(url=first, redirects=hops)])
+    assert [(r["type"], r["headers"]["WARC-Target-URI"]) for r in records[1:6]] == [
+        ("response", first), ("request", first), ("response", second), ("request", second), ("response", URL)]
+    for response, request in ((records[1], records[2]), (records[3], records[4])):
+        assert request["headers"]["WARC-Concurrent-To"] == response["headers"]["WARC-Record-ID"]
+        assert response["headers"]["WARC-IP-Address"] == "127.0.0.2"
+        assert response["payload"] == b"<a href=x>moved</a>"
+    assert records[1]["http"].get_statuscode() == "301"
+    assert records[1]["http"].get_header("Location") == second
+    assert records[1]["headers"]["WARC-Date"] == "2026-11-26T20:59:59.000001Z"
+    assert records[3]["http"].get_statuscode() == "307"
+    assert records[3]["headers"]["WARC-Date"] == "2026-11-26T20:59:59.500000Z"
+
+
+def test_a_text_payload_is_the_bytes_served_with_its_byte_order_mark(tmp_path: Path) -> None:
+    utf16 = "<p>naïve</p>".encode("utf-16-le")
+    records = written(tmp_path, [page(body_bom=base64.b64encode(b"\xef\xbb\xbf").decode(), links=[]),
+                                 page(url=URL + "?16", response_url=URL + "?16", body="<p>naïve</p>",
+                                      encoding="utf-16-le", body_bom=base64.b64encode(b"\xff\xfe").decode())])
+    responses = [r for r in records if r["type"] == "response"]
+    assert responses[0]["payload"] == b"\xef\xbb\xbf" + "<p>héllo</p>".encode()
+    assert responses[1]["payload"] == b"\xff\xfe" + utf16
+    assert responses[1]["headers"]["WARC-Payload-Digest"] == sha1_digest(b"\xff\xfe" + utf16)
+
+
+def test_every_request_record_is_an_http_request_with_its_version(tmp_path: Path) -> None:
+    records = written(tmp_path, [page(url=URL + "?q=1", response_url=URL + "?q=1", http_version="HTTP/1.0")])
+    request = records[2]
+    assert request["type"] == "request"
+    http = request["http"]
+    assert f"{http.protocol} {http.statusline}" == "GET /a.html?q=1 HTTP/1.0"
+    raw = http.to_bytes()
+    assert raw.startswith(b"GET /a.html?q=1 HTTP/1.0\r\nHost: 127.0.0.1:8181\r\nAccept: */*\r\n\r\n")
+
+
+def test_header_values_are_written_as_the_bytes_received_not_percent_encoded(tmp_path: Path) -> None:
+    """The crawler reads header bytes as Latin-1: b"caf\\xe9" arrives as "café", UTF-8 bytes as "cafÃ©"."""
+    lines = [["Content-Type", "text/html"], ["X-Latin", "café"], ["X-Utf8", "cafÃ©"], ["X-Twice", "1"],
+             ["X-Other", "o"], ["X-Twice", "2"]]  # fmt: skip
+    written(tmp_path, [page(raw_response_headers=lines, response_headers={"Content-Type": ["text/html"]},
+                            links=[])], gzip_on=False)  # fmt: skip
+    data = next(tmp_path.glob("*.warc")).read_bytes()
+    block = data[data.index(b"HTTP/1.1 200 OK\r\n"):].split(b"\r\n\r\n", 1)[0]
+    assert block.split(b"\r\n")[1:] == [b"Content-Type: text/html", b"X-Latin: caf\xe9", b"X-Utf8: caf\xc3\xa9",
+                                        b"X-Twice: 1", b"X-Other: o", b"X-Twice: 2", b"Content-Length: 13"]
+
+
+def test_a_robots_txt_message_is_a_response_and_its_request(tmp_path: Path) -> None:
+    """The robots_firehose message (crawler.page.robots_message): a page message's answer fields."""
+    robots = "http://127.0.0.1:8181/robots.txt"
+    body = b"User-agent: *\nDisallow: /private/\n"
+    message = {"url": robots, "response_url": robots, "method": "GET", "status_code": 200, "status_msg": "OK",
+               "response_headers": {"Content-Type": ["text/plain"]}, "request_headers": {},
+               "http_version": "HTTP/1.1", "remote_address": "127.0.0.1", "fetch_time": "2026-11-26T20:59:58.0",
+               "body": base64.b64encode(body).decode(), "body_encoding": "base64", "success": True,
+               "worker": "h:1", "timestamp": "2026-11-26T20:59:59"}  # fmt: skip
+    records = written(tmp_path, [message])
+    assert [(r["type"], r["headers"]["WARC-Target-URI"]) for r in records[1:]] == [("response", robots),
+                                                                                   ("request", robots)]
+    assert records[1]["payload"] == body
+
+
+def test_a_redirect_chain_that_failed_leaves_the_hops_it_received(tmp_path: Path) -> None:
+    first = "http://127.0.0.1:8181/loop"
+    failed = page(url=first, success=False, status_code=None, exception="max redirections reached", links=[],
+                  redirects=[hop(first, 302, first, "2026-11-26T20:59:59.000001")])  # fmt: skip
+    records = written(tmp_path, [failed])
+    assert [(r["type"], r["headers"]["WARC-Target-URI"]) for r in records[1:]] == [("response", first),
+                                                                                   ("request", first)]
+
+
+def test_the_robots_topic_keeps_pages_as_long_as_the_crawled_firehose() -> None:
+    settings = Settings.load(environ={})
+    firehose = topic_configs(settings, settings.topic("crawled_firehose"))
+    assert topic_configs(settings, settings.topic("robots_firehose")) == firehose
+    assert "retention.ms" in firehose

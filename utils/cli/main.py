@@ -52,6 +52,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("utils.cli.demo:demo_command", "serve the demo site, feed a crawl and show its pages"),
     "proxies": ("utils.cli.proxies:proxies_command", "show the proxy pool: requests, bans, quarantines"),
     "domain": ("utils.cli.domain:domain_command", "show, list, set or reset a domain's block escalation ladder"),
+    "apps": ("utils.cli.apps:apps_command", "the apps sharing the cluster: figures, quotas (show, set, remove)"),
+    "keys": ("utils.cli.apps:keys_command", "REST API keys per app: create (shown once), list, revoke"),
 }
 
 
@@ -75,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
             from utils.cli.domain import add_arguments
 
             add_arguments(command_parser)
+        if name in ("apps", "keys"):
+            from utils.cli import apps
+
+            (apps.add_apps_arguments if name == "apps" else apps.add_keys_arguments)(command_parser)
     return parser
 
 
@@ -114,7 +120,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--warc", action="store_true", help="start the warc writer too (WARC_ENABLED)")
     if name in ("down", "status"):
         p.add_argument("--node", default="default")
-    if name == "status":
+    if name in ("status", "proxies"):
         p.add_argument("--json", action="store_true", help="machine-readable output")
     if name == "service":
         p.add_argument("name", choices=["redis", "zookeeper", "kafka", "postgres"])
@@ -183,6 +189,9 @@ def _serve_metrics(settings: Settings, command: str) -> None:
         register_group_lag_collector(settings)  # ... and the kafka monitors' and sinks' (issue 32)
         register_proxy_collector(settings, redis_client(settings))
         register_ladder_collector(settings, redis_client(settings))  # ladder levels, Redis memory (issue 33)
+        from utils.apps.metrics import register_apps_collector
+
+        register_apps_collector(redis_client(settings, decode=True))  # per-app figures (issue 42)
 
 
 def stop_event_on_signals() -> threading.Event:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,16 +166,33 @@ def proxy_key(proxy: str) -> ProxyKey | None:
     return (host, port) if host and port else None
 
 
-def proxy_list_urls(value: str) -> list[str]:
-    """The URLs of PROXY_LIST: comma-separated, or `@path` to a file with one per line ('#' comments)."""
+def proxy_list_entries(value: str) -> list[str]:
+    """The entries of PROXY_LIST, each a URL with its labels after `#` (utils/config/proxy_labels.py).
+
+    Comma-separated, or `@path` to a file with one per line, where a comment starts a line or follows
+    a space. In the comma-separated form a piece without ':' or '/' after an entry with labels is one
+    more label of it: `http://p:8888#region=de,type=residential,http://q:8888` is two entries."""
     value = value.strip()
     if value.startswith("@"):
-        items = [line.split("#", 1)[0] for line in Path(value[1:]).read_text().splitlines()]
+        items = [_COMMENT.split(line, maxsplit=1)[0] for line in Path(value[1:]).read_text().splitlines()]
     else:
         items = value.split(",")
-    return [item.strip() for item in items if item.strip()]
+    entries: list[str] = []
+    for item in (item.strip() for item in items):
+        if entries and "#" in entries[-1] and _LABEL_PIECE.match(item):
+            entries[-1] = f"{entries[-1]},{item}"
+        elif item:
+            entries.append(item)
+    return entries
 
 
+def proxy_list_urls(value: str) -> list[str]:
+    """The URLs of PROXY_LIST, labels left out."""
+    return [entry.split("#", 1)[0].strip() for entry in proxy_list_entries(value)]
+
+
+_COMMENT = re.compile(r"(?:^|\s)#")
+_LABEL_PIECE = re.compile(r"^[^:/@#]+$")  # `key=value` (checked by the pool): never a proxy URL, which has a ':'
 _COMPATIBLE = ipaddress.ip_network("::/96")  # IPv4-compatible (deprecated, RFC 4291 2.5.5.1)
 _TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # IPv4-translated (SIIT, RFC 2765)
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")  # well-known NAT64 prefix (RFC 6052)

@@ -265,7 +265,7 @@ def subscribe(consumer: KafkaConsumer, topics: list[str], listener: Any = None, 
             cluster.request_update()
 
 
-PAGE_TOPICS = ("crawled_",)  # suffix starts of the page topics: the firehose and per-appid copies
+PAGE_TOPICS = ("crawled_", "robots_firehose")  # suffix starts of the page topics: the firehoses, per-appid copies
 
 
 def topic_configs(settings: Settings, topic: str) -> dict[str, str]:

@@ -104,7 +104,7 @@ CONCURRENT_REQUESTS = 16  # requests; downloads in flight per crawler process
 CONCURRENT_REQUESTS_PER_DOMAIN = 16  # requests; downloads in flight per domain per process
 DOWNLOAD_TIMEOUT = 10  # seconds; download timeout of one request
 DOWNLOAD_DELAY = 0.0  # seconds; Scrapy's own per-slot delay (the cluster throttle is separate)
-RETRY_TIMES = 3  # attempts; retries of a failed request before it is dead-lettered
+RETRY_TIMES = 3  # attempts; retries of a failed request before it is dead-lettered (blocks have the ladder's own)
 ROBOTSTXT_OBEY = True  # bool; obey robots.txt
 USER_AGENT = "Shoal/0.1 (+https://github.com/shoal-crawler/shoal)"  # default User-Agent
 DNSCACHE_ENABLED = True  # bool; Scrapy's in-process DNS cache
@@ -192,6 +192,7 @@ REDIS_MONITOR_PLUGINS: dict[str, int | None] = {  # dotted path -> rank; None di
     "redis_monitor.plugins.dead_letters.DeadLetterMonitor": 600,
     "redis_monitor.plugins.reaper.ReaperMonitor": 700,
     "redis_monitor.plugins.finished.FinishedMonitor": 800,
+    "redis_monitor.plugins.apps.AppsMonitor": 900,
 }
 REDIS_MONITOR_SLEEP_TIME = 0.1  # seconds; shortest pause of an idle redis monitor loop (a job or due work ends it)
 REDIS_MONITOR_BATCH = 10  # jobs; most jobs one monitor takes per round (small: idle monitors share a burst)
@@ -203,6 +204,7 @@ REAPER_INTERVAL = 1.0  # seconds; period of the lease reaper's pass over every s
 REAPER_BATCH = 500  # leases; most expired leases one reaper call re-queues or dead-letters
 EXPIRE_INTERVAL = 1.0  # seconds; period of the check for crawls whose `expires` time has passed
 FINISHED_INTERVAL = 1.0  # seconds; period of the check for crawls with nothing queued, in flight or delayed
+APPS_REFRESH_INTERVAL = 2.0  # seconds; period of the per-app figures (queued, pages/s, quota use) in Redis
 STATS_DUMP_CRAWL = True  # bool; the periodic stats dump also logs the crawlers' counters
 STATS_DUMP_QUEUE = True  # bool; the periodic stats dump also logs the queue backlogs
 
@@ -229,7 +231,7 @@ ALERT_LAG_WINDOW = 600  # seconds; the lag alerts' deriv(...[10m]): "growing" ov
 ALERT_LAG_FOR = 600  # seconds; the lag alerts' `for:`
 
 # --- Proxy pool --------------------------------------------------------------------------------
-PROXY_LIST = ""  # proxy URLs; comma-separated, or @path to a file with one per line; empty = no pool
+PROXY_LIST = ""  # proxy URLs, each may end in #key=value,... labels; comma-separated or @path (one a line); "" = none
 PROXY_BAN_CODES = [403, 407, 429, 503]  # HTTP statuses; a response through a pool proxy with one bans the proxy
 PROXY_COOLDOWN = 1800.0  # seconds; quarantine of a banned proxy for a domain, doubled per repeated ban
 PROXY_COOLDOWN_MAX = 86400.0  # seconds; longest quarantine after repeated bans
@@ -251,7 +253,7 @@ LADDER_LEVELS = [0, 1, 2, 3, 4]  # list of levels in use: 0 configured, 1 slower
 LADDER_UP_AFTER = 3  # detections; a domain steps up after this many within LADDER_WINDOW
 LADDER_WINDOW = 60.0  # seconds; the window block detections are counted over
 LADDER_DOWN_AFTER = 20  # pages; a domain steps down after this many clean pages in a row
-LADDER_SLOW_DELAY = 5.0  # seconds; least gap between two fetches of a domain at level 1 and above
+LADDER_SLOW_DELAY = 5.0  # seconds; between two hits of a domain at levels 1-3, the first from the step (SLOT_SLACK)
 LADDER_HISTORY = 100  # steps; most ladder steps kept per domain
 LADDER_STATE_TTL = 604800  # seconds; idle expiry of a domain's ladder state and history in Redis
 LADDER_REFRESH = 1.0  # seconds; a crawler re-reads a domain's ladder level from Redis this often

@@ -30,6 +30,9 @@ from utils.config.settings import Settings
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+# Keys the JSON formatter writes itself: an `extra=` key of one of these names would replace it (a
+# "level" extra once hid every block warning from a search for WARNING); tests/unit/test_log_extras.py.
+OWN_FIELDS = frozenset({"timestamp", "level", "logger", "message", "component", "exception"})
 
 FLUSH_EVERY = 0.1  # seconds a PER_PAGE line may wait in the buffer (lost on SIGKILL at most)
 BUFFER_BYTES = 256 * 1024  # the buffer is written when this full, whatever the time

@@ -147,8 +147,8 @@ class SiteServer:
 
     ``delay`` (seconds) holds back every response to simulate latency; ``fail_paths`` (path ->
     status, read at request time so tests may change it while serving) and ``extra_routes`` (path ->
-    (status, content type, body)) apply to every host and win over the site's own pages, in that
-    order. ``hits`` counts requests per (host:port, path).
+    (status, content type, body[, more header lines, each ending in CRLF])) apply to every host and
+    win over the site's own pages, in that order. ``hits`` counts requests per (host:port, path).
     """
 
     def __init__(
@@ -157,7 +157,7 @@ class SiteServer:
         *,
         delay: float = 0.0,
         fail_paths: dict[str, int] | None = None,
-        extra_routes: dict[str, tuple[int, str, bytes]] | None = None,
+        extra_routes: dict[str, tuple[int, str, bytes] | tuple[int, str, bytes, str]] | None = None,
         access_log: Path | None = None,
         sitemaps: SitemapSet | None = None,
         changing: ChangingPages | None = None,

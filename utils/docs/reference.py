@@ -18,6 +18,7 @@ from typing import Any
 
 from prometheus_client.metrics import MetricWrapperBase
 
+from utils.apps import metrics as apps_metrics
 from utils.config import settings_doc
 from utils.freshness import metrics as freshness_metrics
 from utils.frontier import capacity as capacity_metrics
@@ -93,9 +94,14 @@ def _metric_rows() -> Iterator[tuple[str, str, str, str]]:
         yield family.name, "gauge (read from Redis at scrape time)", ", ".join(family._labelnames), family.documentation
     for name, text in freshness_metrics.GAUGES.values():  # revisits per crawl (issue 31), by `shoal revisit`
         yield name, "gauge (read from PostgreSQL at scrape time)", "appid, crawlid", text
+    no_apps: Any = SimpleNamespace(hgetall=lambda _key: {})
+    for apps_family in apps_metrics.AppsCollector(no_apps).collect():  # per app (issue 42), by the redis monitor
+        labels = ", ".join(getattr(apps_family, "_labelnames", ()))  # a GaugeMetricFamily's, not typed on Metric
+        yield apps_family.name, "gauge (per app, read from Redis)", labels, apps_family.documentation
     empty_pool: Any = SimpleNamespace(state=list)
     for proxy_family in proxy_metrics.ProxyCollector(empty_pool).collect():
-        yield proxy_family.name, "gauge (proxy pool, read from Redis)", "proxy", proxy_family.documentation
+        labels = ", ".join(getattr(proxy_family, "_labelnames", ()))  # a GaugeMetricFamily keeps its label names
+        yield proxy_family.name, "gauge (proxy pool, read from Redis)", labels, proxy_family.documentation
 
 
 def metrics_table() -> str:

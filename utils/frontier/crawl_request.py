@@ -28,14 +28,15 @@ KEPT_BY_KEYS = frozenset({"appid", "crawlid", "spiderid", "request_id", "ts"})
 # Fields a crawl's requests share: a child inherits them from its page (crawler/meta.py INHERITED).
 CRAWL_LEVEL = (
     "maxdepth", "domain_max_pages", "allowed_domains", "allow_regex", "deny_regex", "deny_extensions",
-    "expires", "useragent", "cookie", "attrs", "proxy", "dupefilter", "revisit", "sitemaps", "ladder_of",
+    "expires", "useragent", "cookie", "attrs", "proxy", "proxy_labels", "dupefilter", "revisit", "sitemaps",
+    "ladder_of",
 )  # fmt: skip
 _HEAD = frozenset({"url", "curdepth", "priority", "attempt"})
 _NOT_EXTRA = KEPT_BY_KEYS | _HEAD | frozenset(CRAWL_LEVEL)
 _UNSAFE_URL = (" ", "\t", "\n", "\r")  # a URL with one of them goes in the JSON part
 
 # Added by Shoal when a request is stored; never accepted from clients.
-INTERNAL_FIELDS = ("curdepth", "request_id", "attempt", "ts", "callback", "cb_kwargs", "not_before")
+INTERNAL_FIELDS = ("curdepth", "request_id", "attempt", "blocks", "ts", "callback", "cb_kwargs", "not_before")
 
 
 class Stored(NamedTuple):

@@ -3,6 +3,7 @@
     blacklist: [ebay.com]
     domains:
       dmoztools.net: {window: 60, hits: 60, scale: 1.0}
+    shop.test: {proxy_labels: {type: residential}}
 
 A domain entry counts only with both `window` and `hits` (as Scrapy Cluster); `scale` in [0, 1]
 multiplies hits. Domains and blacklist entries are read as queue domains (utils/frontier/domains.py),
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from utils.config.proxy_labels import Labels, asked_labels
 from utils.frontier.block_config import DomainBlocks, parse_blocks
 from utils.frontier.domains import host_domain
 
@@ -41,6 +43,7 @@ class DomainConfig:
     blacklist: frozenset[str] = frozenset()
     extra: dict[str, Any] = field(default_factory=dict)  # per-domain keys Shoal does not throttle on
     blocks: dict[str, DomainBlocks] = field(default_factory=dict)  # per-domain `blocks` (issue 33)
+    proxies: dict[str, Labels] = field(default_factory=dict)  # per-domain `proxy_labels` of its pool proxies
 
     def revisit(self, domain: str) -> dict[str, Any] | None:
         """The domain's `revisit` policy values (issue 31: `domains: {shop.example: {revisit: {max: 3600}}}`)."""
@@ -63,11 +66,29 @@ class DomainConfig:
         extra = {host_domain(str(d)): v for d, v in domains.items() if isinstance(v, dict)} \
             if isinstance(domains, dict) else {}  # fmt: skip
         blocks = {d: parse_blocks(d, v["blocks"]) for d, v in extra.items() if v.get("blocks") is not None}
-        return cls(_limits(domains), _blacklist(data.get("blacklist")), extra, blocks)
+        return cls(_limits(domains), _blacklist(data.get("blacklist")), extra, blocks, _proxy_labels(extra))
 
     def domain_blocks(self, domain: str) -> DomainBlocks | None:
         """The domain's block markers and ladder rules from its `blocks` entry (issue 33), if any."""
         return self.blocks.get(host_domain(domain))
+
+    def proxy_labels(self, domain: str) -> Labels:
+        """The labels the domain's pool proxies must have (`proxy_labels: {type: residential}`); () = none."""
+        return self.proxies.get(host_domain(domain), ()) if self.proxies else ()  # most configs ask for none
+
+
+def _proxy_labels(extra: dict[str, Any]) -> dict[str, Labels]:
+    """Each entry's `proxy_labels` (a mapping or `key=value,...`); a malformed one refuses the config."""
+    found = {}
+    for domain, entry in extra.items():
+        try:
+            labels = asked_labels(entry.get("proxy_labels"))
+        except ValueError as exc:
+            raise ValueError(f"domain config: {domain}.{exc}" if str(exc).startswith("proxy_labels")
+                             else f"domain config: {domain}.proxy_labels: {exc}") from None  # fmt: skip
+        if labels:
+            found[domain] = labels
+    return found
 
 
 def _blacklist(entries: Any) -> frozenset[str]:

@@ -99,6 +99,13 @@ def inflight(spiderid: str) -> str:
     return f"{spiderid}:inflight"
 
 
+def ladder_levels(spiderid: str) -> str:
+    """HASH domain -> `<level>:<until unix s>`: each domain's ladder level above 0 as its crawlers
+    last wrote it with its pace (ladder_pace.lua), next to the queues so pop.lua stamps every lease
+    with the level its throttle was spent at (the ladder's own keys are in another slot)."""
+    return f"{spiderid}:ladder_levels"
+
+
 def dupefilter(spiderid: str, crawlid: str) -> str:
     """SET of 8-byte request fingerprints of one crawl; idle expiry DUPEFILTER_TIMEOUT."""
     return f"{spiderid}:dupefilter:{crawlid}"
@@ -271,3 +278,10 @@ def ladder_history(spiderid: str, domain: str) -> str:
 def ladder_domains(spiderid: str) -> str:
     """ZSET domain -> level: every domain of the spider that ever left level 0 (REST, dashboard, metrics)."""
     return f"{{{spiderid}:ladder}}:domains"
+
+
+# --- Apps sharing the cluster (utils/apps) -------------------------------------------------------
+APPS_QUEUED = "shoal:apps:queued"  # HASH appid -> its requests waiting in the frontier (the max_queued quota)
+APPS_FIGURES = "shoal:apps:figures"  # HASH appid -> JSON figures (pages/s, queued, share, ...) of the last refresh
+API_KEYS = "shoal:apikeys"  # HASH key id -> JSON {app, scopes, salt, hash, created}: REST API keys, hashed
+APPS_QUOTAS = "shoal:apps:quotas"  # HASH appid (or `\tdefault`) -> JSON quota: the ZooKeeper node's copy the edge reads

@@ -19,6 +19,8 @@ from typing import Any
 from utils.config.settings import Settings
 from utils.frontier import keys
 from utils.frontier.block_config import LEVEL_NAMES, LadderRules, level_of, rules_from
+from utils.frontier.scripts import source
+from utils.frontier.shards import Shards
 
 _SCRIPT = resources.files("utils.frontier").joinpath("ladder_step.lua").read_text()
 
@@ -44,14 +46,17 @@ def rules_from_settings(settings: Settings) -> LadderRules:
 
 
 class Ladder:
-    def __init__(self, client: Any, history: int, ttl: int) -> None:
+    def __init__(self, client: Any, history: int, ttl: int, shards: Shards | None = None) -> None:
         self.client = client
         self.history, self.ttl = history, ttl
+        self.shards = shards or Shards.for_client(client)
         self._step = client.register_script(_SCRIPT)
+        self._pace = client.register_script(source("ladder_pace"))
 
     @classmethod
     def from_settings(cls, settings: Settings, client: Any) -> Ladder:
-        return cls(client, settings.get_int("LADDER_HISTORY"), settings.get_int("LADDER_STATE_TTL"))
+        return cls(client, settings.get_int("LADDER_HISTORY"), settings.get_int("LADDER_STATE_TTL"),
+                   Shards.from_settings(settings))  # fmt: skip
 
     def detect(self, spiderid: str, domain: str, reason: str, by: str, rules: LadderRules) -> Step:
         """Count one block detection; steps up when the window holds `up_after` of them."""
@@ -62,8 +67,12 @@ class Ladder:
         return self._call("clean", spiderid, domain, "clean pages", by, rules, pages)
 
     def set_level(self, spiderid: str, domain: str, level: int, by: str = "hand", reason: str = "set by hand") -> Step:
-        """Put the domain at `level` (0 resets it); kept in its history like any step."""
-        return self._call("set", spiderid, domain, reason, by, LadderRules(), level_of(level, "level"))
+        """Put the domain at `level` (0 resets it); kept in its history like any step, and where the
+        pops stamp it on the domain's next leases (its pace follows when a crawler reads the level)."""
+        step = self._call("set", spiderid, domain, reason, by, LadderRules(), level_of(level, "level"))
+        names = [self.shards.tag(domain) + keys.ladder_levels(spiderid)]
+        self._pace(keys=names, args=[step.level, 0, self.ttl, domain])
+        return step
 
     def levels(self, spiderid: str, domains: list[str]) -> dict[str, int]:
         """Each domain's level (0 when it has no state), in one round trip."""

@@ -326,6 +326,15 @@ class Frontier:
         key = self.shards.tag(domain) + keys.throttle_states(throttle_key, domain)
         self.scripts.throttle_delay(keys=[key], args=[seconds, ttl, domain])
 
+    def set_ladder_pace(self, spiderid: str, domain: str, throttle_key: str, level: int, seconds: float,
+                        hold: int) -> None:  # fmt: skip
+        """A domain's ladder level and the seconds between two of its hits (utils/frontier/lua/ladder_pace.lua),
+        for `hold` seconds: pop.lua spaces its hits by them and stamps its leases with the level."""
+        self.round_trips += 1
+        tag = self.shards.tag(domain)
+        names = [tag + keys.ladder_levels(spiderid), tag + keys.throttle_states(throttle_key, domain)]
+        self.scripts.ladder_pace(keys=names, args=[level, seconds, hold, domain])
+
     # --- helpers ---------------------------------------------------------------------------------
     def _execute(self, pipe: Any) -> list[Any]:
         self.round_trips += 1

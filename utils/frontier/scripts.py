@@ -54,10 +54,12 @@ class Scripts:
         self.extend = client.register_script(source("extend"))
         self.fetched = client.register_script(source("fetched"))
         self.throttle_delay = client.register_script(source("throttle_delay"))
+        self.ladder_pace = client.register_script(source("ladder_pace"))
 
     def all(self) -> list[Any]:
         return [
-            self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend, self.fetched, self.throttle_delay
+            self.enqueue, self.pop, self.ack, self.retry, self.release, self.extend, self.fetched, self.throttle_delay,
+            self.ladder_pace,
         ]
 
     def load(self, client: Any) -> None:

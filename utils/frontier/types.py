@@ -86,6 +86,7 @@ class Lease:
     record: dict[str, Any]
     tag: str = ""  # its frontier shard's hash tag ('' on one Redis; utils/frontier/shards.py)
     received: float = 0.0  # unix time the spider got it: a fetch much later moves its throttle slot
+    level: int | None = None  # its domain's ladder level at the lease (pop.lua); None: not leased by a pop
 
     @property
     def member(self) -> str:

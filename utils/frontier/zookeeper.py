@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.recipe.watchers import DataWatch
@@ -20,19 +21,27 @@ from utils.frontier.domain_config import DomainConfig
 from utils.observability.metrics import set_dependency_up
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
-class ConfigWatcher:
-    def __init__(self, client: KazooClient, path: str, on_change: Callable[[DomainConfig], None]) -> None:
+def _describe_domains(config: DomainConfig) -> dict[str, Any]:
+    return {"domains": len(config.domains), "blacklist": sorted(map(str, config.blacklist))}
+
+
+class NodeWatcher(Generic[T]):
+    """Watches one YAML node; `parse` turns its bytes into the config (ValueError/TypeError: refused)."""
+
+    def __init__(
+        self, client: KazooClient, path: str, on_change: Callable[[T], None],
+        parse: Callable[[bytes | None], T], describe: Callable[[T], dict[str, Any]] = lambda _: {},
+    ) -> None:  # fmt: skip
         self.client = client
         self.path = path
         self.on_change = on_change
+        self.parse = parse
+        self.describe = describe
         self.first_read = threading.Event()  # set once the node was read (or found absent) the first time
         self._watch: DataWatch | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings, on_change: Callable[[DomainConfig], None]) -> ConfigWatcher:
-        return cls(zookeeper_client(settings), settings.zookeeper_config_path, on_change)
 
     def start(self) -> None:
         """Connect in the background; the watch is set once the session is up."""
@@ -66,15 +75,23 @@ class ConfigWatcher:
         # Nothing may escape: an exception here would end kazoo's watch, and every later update
         # would be ignored.
         try:
-            config = DomainConfig.parse(data)
+            config = self.parse(data)
         except (ValueError, TypeError) as exc:
-            log.error("Zookeeper config is invalid; keeping the last one", extra={"error": str(exc)})
+            log.error("Zookeeper config is invalid; keeping the last one", extra={"error": str(exc), "path": self.path})
             return
-        log.info(
-            "Zookeeper config changed",
-            extra={"domains": len(config.domains), "blacklist": sorted(map(str, config.blacklist))},
-        )
+        log.info("Zookeeper config changed", extra={"path": self.path, **self.describe(config)})
         try:
             self.on_change(config)
         except Exception:
             log.exception("Zookeeper config could not be applied; keeping the last one")
+
+
+class ConfigWatcher(NodeWatcher[DomainConfig]):
+    """The domain config node (throttles, blacklist, blocks)."""
+
+    def __init__(self, client: KazooClient, path: str, on_change: Callable[[DomainConfig], None]) -> None:
+        super().__init__(client, path, on_change, DomainConfig.parse, _describe_domains)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, on_change: Callable[[DomainConfig], None]) -> ConfigWatcher:
+        return cls(zookeeper_client(settings), settings.zookeeper_config_path, on_change)

@@ -1,6 +1,7 @@
 """The proxy pool's figures, read from Redis at scrape time (issue 11): per proxy its requests,
 successes, bans, immediate retries, the domains it is quarantined for and whether it is
-quarantined everywhere. Cardinality is the configured pool (PROXY_LIST), never the data.
+quarantined everywhere; per group (one label set of PROXY_LIST, `default` without labels) its
+proxies, how many are healthy and its summed counters. Cardinality is the configured pool, never the data.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from redis.exceptions import RedisError
 
 from utils.config.settings import Settings
 from utils.observability.metrics.registry import REGISTRY
-from utils.proxies.pool import ProxyPool
+from utils.proxies.pool import GROUP_FIELDS, ProxyPool, group_health
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,21 @@ class ProxyCollector(Collector):
         yield from families.values()
         yield domains
         yield everywhere
+        yield from _groups(state)
+
+
+def _groups(state: list[dict[str, Any]]) -> Iterator[Metric]:
+    """Each group's health: its proxies, those not quarantined everywhere, domain quarantines, counters."""
+    names = {"proxies": "Proxies of PROXY_LIST in a group (one label set)",
+             "healthy": "Proxies of a group not quarantined for every domain",
+             "quarantined_domains": "Domain quarantines of a group's proxies",
+             **{name: f"Proxy {name} of a group (lifetime of its Redis state)" for name in GROUP_FIELDS}}  # fmt: skip
+    families = {name: GaugeMetricFamily(f"shoal_proxy_group_{name}", text, labels=["group"])
+                for name, text in names.items()}  # fmt: skip
+    for group in group_health(state):
+        for name, family in families.items():
+            family.add_metric([group["group"]], group[name])
+    yield from families.values()
 
 
 _registered: list[ProxyCollector] = []

@@ -3,6 +3,8 @@
 Per proxy and per domain: requests, successes, bans and the end of a quarantine. Bans go through
 one Lua script (utils/proxies/lua/proxy_ban.lua) so that two spiders banning the same proxy at once count
 one strike. Proxies are named by a credential-free label everywhere (Redis, logs, stats, answers).
+Entries carry labels of their kind and place (utils/config/proxy_labels.py); a request is served by the
+group of proxies that has the labels it asks for.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from utils.config.address_policy import proxy_list_urls
+from utils.config.address_policy import proxy_list_entries
+from utils.config.proxy_labels import Labels, group_name, matches, parse_labels
 from utils.config.settings import Settings
 from utils.frontier.scripts import source
 from utils.proxies import keys as proxy_keys
@@ -23,10 +26,21 @@ from utils.proxies import keys as proxy_keys
 class Proxy:
     url: str  # as configured, credentials included: only ever handed to the downloader
     label: str  # scheme://host:port
+    labels: Labels = ()  # its kind and place, from `#key=value,...` after the URL
 
     @classmethod
-    def parse(cls, url: str) -> Proxy:
-        return cls(url, redact(url))
+    def parse(cls, entry: str) -> Proxy:
+        """A PROXY_LIST entry, `url` or `url#key=value,...`; ValueError names a malformed label."""
+        url, _, labels = entry.partition("#")
+        url = url.strip()
+        try:
+            return cls(url, redact(url), parse_labels(labels))
+        except ValueError as exc:
+            raise ValueError(f"PROXY_LIST entry {redact(url)}: {exc}") from None
+
+    @property
+    def group(self) -> str:
+        return group_name(self.labels)
 
 
 def redact(url: str) -> str:
@@ -40,8 +54,8 @@ def redact(url: str) -> str:
 
 
 def parse_proxy_list(value: str) -> list[Proxy]:
-    """PROXY_LIST: comma-separated URLs, or `@path` to a file with one per line ('#' comments)."""
-    proxies = [Proxy.parse(item) for item in proxy_list_urls(value)]
+    """PROXY_LIST: comma-separated entries, or `@path` to a file with one per line (comments after ' #')."""
+    proxies = [Proxy.parse(item) for item in proxy_list_entries(value)]
     return list({proxy.label: proxy for proxy in proxies}.values())  # one entry per label
 
 
@@ -65,6 +79,14 @@ class ProxyPool:
         self.proxies = proxies
         self.cooldown, self.cooldown_max, self.global_domains, self.ttl = cooldown, cooldown_max, global_domains, ttl
         self._ban = client.register_script(source("proxy_ban", "utils.proxies"))
+        self._groups: dict[Labels, list[str]] = {}
+
+    def group(self, asked: Labels) -> list[str]:
+        """The labels (names) of the proxies that serve a request asking for `asked`, in list order."""
+        found = self._groups.get(asked)
+        if found is None:
+            found = self._groups[asked] = [proxy.label for proxy in self.proxies if matches(proxy.labels, asked)]
+        return found
 
     @classmethod
     def from_settings(cls, settings: Settings, client: Any) -> ProxyPool:
@@ -113,14 +135,35 @@ class ProxyPool:
             pipe.hgetall(proxy_keys.proxy_state(proxy.label))
             pipe.zrangebyscore(proxy_keys.proxy_quarantines(proxy.label), now, "+inf", withscores=True)
         values = pipe.execute()
-        return [_describe(proxy.label, values[2 * i], values[2 * i + 1], now) for i, proxy in enumerate(self.proxies)]
+        return [_describe(proxy, values[2 * i], values[2 * i + 1], now) for i, proxy in enumerate(self.proxies)]
 
 
-def _describe(label: str, raw: dict[Any, Any], quarantined: list[Any], now: float) -> dict[str, Any]:
+GROUP_FIELDS = ("requests", "successes", "bans", "retries")
+
+
+def group_health(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per group of `state()` rows (one label set each): its proxies, how many are healthy (not
+    quarantined everywhere), domain quarantines and the summed counters, in PROXY_LIST order."""
+    groups: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        group = groups.setdefault(row["group"], {"group": row["group"], "labels": row["labels"], "proxies": 0,
+                                                 "healthy": 0, "quarantined_domains": 0,
+                                                 **dict.fromkeys(GROUP_FIELDS, 0)})  # fmt: skip
+        group["proxies"] += 1
+        group["healthy"] += 0 if row["quarantined_until"] else 1
+        group["quarantined_domains"] += len(row["quarantined_domains"])
+        for name in GROUP_FIELDS:
+            group[name] += row[name]
+    return list(groups.values())
+
+
+def _describe(proxy: Proxy, raw: dict[Any, Any], quarantined: list[Any], now: float) -> dict[str, Any]:
     fields = {_text(k): _text(v) for k, v in raw.items()}
     until = float(fields.get("until", 0) or 0)
     return {
-        "proxy": label,
+        "proxy": proxy.label,
+        "labels": dict(proxy.labels),
+        "group": proxy.group,
         "requests": int(fields.get("requests", 0)),
         "successes": int(fields.get("successes", 0)),
         "bans": int(fields.get("bans", 0)),

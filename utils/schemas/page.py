@@ -49,6 +49,11 @@ class PageMessage(TypedDict, total=False):
     http_version: str | None  # "HTTP/1.1"; None when no HTTP client fetched it (render spider)
     remote_address: str | None  # the peer's IP address
     fetch_time: str | None  # UTC ISO-8601, no zone: when the request went to the network
+    # Issue 44: every fetch in the archive, as served
+    redirects: list[dict[str, Any]]  # the answers of the redirects followed to this page, first first (answers.md)
+    redirects_dropped: bool  # with body_dropped: `redirects` were over 1 MiB and left out too
+    body_bom: str  # base64 of the byte-order mark served before a text body (its `encoding` leaves it out)
+    method: str  # the request's method when not GET; always in a `redirects` entry and a robots.txt message
     # Issue 31: keeping data fresh
     not_modified: bool  # a 304 answering a revisit's validators: no body, the stored version stands
     revisit: dict[str, Any]  # the page's revisit policy (crawler/revisit.py) and the request fields to send again

@@ -12,8 +12,8 @@
 -- Returns a flat array: the milliseconds until this shard may next hand out something (0 = now,
 -- -1 = nothing queued or waiting), how many domains this call snoozed on their throttle, the best
 -- score among the ready domains ('' = none), then domain, queue member, payload, crawl
--- (`<appid>\t<crawlid>`, '' if unknown) and the JSON of its crawl-level fields ('' = none;
--- lib/stored.lua) for each lease.
+-- (`<appid>\t<crawlid>`, '' if unknown), ladder level (<sid>:ladder_levels, 0 = none) and the JSON
+-- of its crawl-level fields ('' = none; lib/stored.lua) for each lease.
 --
 -- The cost does not grow with the number of domains (lib/domain_sets.lua): every domain with work
 -- waits in <sid>:line, within its priority class ordered by the time its throttle next allows it,
@@ -63,6 +63,7 @@ local line, line_of, heads = K.line(sid), K.line_of(sid), K.heads(sid)
 local throttles = K.throttles(prefix)
 local own = prefix == K.spider_throttle_prefix(sid)  -- the line carries the states (lib/domain_sets.lua)
 local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is looked at again
+local HEAD, ROW = 3, 6  -- the reply's header values, and values per lease
 
 -- The call's state `b`, handed to every step below as an argument. What changes the line, written
 -- once per batch by flush(b): members leaving it, members entering it (score, member, ...), each
@@ -74,7 +75,7 @@ local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is
 local b = {leaving = {}, entering = {}, owner = {}, changed = {}, touched = {}, states = {}, carry = {},
            th_out = {}, th_need = 0, throttles_exp = nil,  -- throttles_exp: nil = not read yet
            leased = 0, work = 0, denied = 0, out = {0, 0, ''}, entries = {}, payloads = {},
-           crawls = cc_new(sid)}
+           crawls = cc_new(sid), stamps = {}}
 
 -- Keep the domain's new state (kept until `exp`): carried in the line while it stays there.
 local function keep_state(b, d, state, exp, in_line)
@@ -170,7 +171,9 @@ local function lease_one(b, d, m, queue, head, score, st)
   out[#out + 1] = qm
   out[#out + 1] = ''
   out[#out + 1] = crawl and crawl.name or ''
-  out[#out + 1] = ''
+  out[#out + 1] = 0  -- its ladder level, read for the whole batch at the end
+  out[#out + 1] = ''  -- its profile's JSON, read with the payloads
+  b.stamps[#b.stamps + 1] = d
   if crawl then
     cc_count(b.crawls, crawl, 'queued', -1)
     cc_count(b.crawls, crawl, 'inflight', 1)
@@ -178,7 +181,7 @@ local function lease_one(b, d, m, queue, head, score, st)
     local p = b.payloads[requests]
     if not p then p = {fields = {}, slots = {}, crawl = crawl}; b.payloads[requests] = p end
     p.fields[#p.fields + 1] = string.sub(qm, 1, 16)
-    p.slots[#p.slots + 1] = #out - 2
+    p.slots[#p.slots + 1] = #out - 3
   end
   return better
 end
@@ -279,11 +282,20 @@ for requests, p in pairs(b.payloads) do
         cached = redis.call('HGET', key, pid) or ''
         profiles[key .. '\t' .. pid] = cached
       end
-      out[slot + 2] = cached
+      out[slot + 3] = cached
     end
   end
 end
 cc_write(b.crawls, state_ttl)
+-- Each lease's ladder level as its crawlers last wrote it with the domain's pace (ladder_pace.lua):
+-- the level whose pace this call's throttle spent its hit at, whatever the domain does afterwards.
+if #b.stamps > 0 then
+  local levels = redis.call('HMGET', K.ladder_levels(sid), unpack(b.stamps))
+  for k = 1, #b.stamps do
+    local level, until_ = string.match(levels[k] or '', '^(%d+):(.+)$')
+    if level and tonumber(until_) > now then out[HEAD + k * ROW] = tonumber(level) end
+  end
+end
 
 local best = redis.call('ZRANGE', K.classes_ready(sid), 0, 0, 'WITHSCORES')
 local next_at = -1

@@ -28,6 +28,7 @@ from utils.observability.metrics.registry import (
     PAGE_BYTES,
     PAGES,
     PRODUCED,
+    QUOTA_REFUSALS,
     RENDER_BROWSER_MEMORY,
     RENDER_BROWSER_RESTARTS,
     RENDER_PAGES,
@@ -148,6 +149,10 @@ def set_browser_memory(size: int, restarts: dict[str, int] | None = None) -> Non
 def record_incoming(kind: str, outcome: str, n: int = 1) -> None:
     """Incoming messages: kind crawl/action/stats/zookeeper/unknown; outcome queued/invalid/failed."""
     INCOMING.labels(LABELS("kind", kind), LABELS("outcome", outcome)).inc(n)
+
+
+def record_quota_refusals(appid: str, quota: str, n: int = 1) -> None:
+    QUOTA_REFUSALS.labels(STATE.component, LABELS("appid", appid), quota).inc(n)
 
 
 def record_job(kind: str, outcome: str) -> None:

@@ -157,6 +157,11 @@ INCOMING = Counter(
     ["kind", "outcome"], registry=REGISTRY,
 )  # fmt: skip
 
+QUOTA_REFUSALS = Counter(
+    "shoal_quota_refusals_total", "Requests refused at the edge (kafka monitor, REST): their app is over a quota",
+    ["component", "appid", "quota"], registry=REGISTRY,
+)  # fmt: skip
+
 # --- Redis monitor ------------------------------------------------------------------------------
 JOBS = Counter(
     "shoal_jobs_total", "Jobs handled by kind (action, stats, zookeeper, ...) and outcome", ["kind", "outcome"],

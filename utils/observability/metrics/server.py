@@ -107,7 +107,7 @@ def start_metrics_server(settings: Settings, component: str) -> str | None:
             raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc}; set METRICS_PORT") from exc
         url = url_for(host, server.server_port)
         _served = _Served(server, thread, url, publish.publish(url, component))
-    log.info("Serving metrics", extra={"metrics_url": url, "component": component})
+    log.info("Serving metrics", extra={"metrics_url": url, "metrics_component": component})
     return url
 
 

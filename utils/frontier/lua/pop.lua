@@ -293,7 +293,7 @@ if #b.stamps > 0 then
   local levels = redis.call('HMGET', K.ladder_levels(sid), unpack(b.stamps))
   for k = 1, #b.stamps do
     local level, until_ = string.match(levels[k] or '', '^(%d+):(.+)$')
-    if level and tonumber(until_) > now then out[HEAD + k * ROW] = tonumber(level) end
+    if level and tonumber(until_) > now then out[HEAD + k * ROW - 1] = tonumber(level) end  -- 5th of 6
   end
 end
 

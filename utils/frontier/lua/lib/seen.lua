@@ -62,10 +62,7 @@ local function sn_crawl(sn, sid, crawlid)
        m = {}, k = {}, stage = {}, size = redis.call('SCARD', exact)}
   for i = 0, c.n - 1 do
     c.m[i], c.k[i], c.stage[i] = h['m' .. i], h['k' .. i], K.dupefilter_stage(sid, crawlid, i)
-    redis.call('EXPIRE', c.stage[i], sn.ttl)
   end
-  redis.call('EXPIRE', exact, sn.ttl)
-  redis.call('EXPIRE', state, sn.ttl)
   sn.crawls[id] = c
   return c
 end
@@ -138,9 +135,15 @@ local function sn_seen(sn, sid, crawlid, fp)
   return false
 end
 
+-- The idle expiries are renewed here, after the call's writes: an EXPIRE is no write that a full Redis
+-- refuses, so one before them would let the script write past its maxmemory (Redis refuses only a
+-- script's first write when it is out of memory).
 local function sn_flush(sn)
   for _, c in pairs(sn.crawls) do
     if c.dirty then redis.call('HSET', c.state, 'a', c.a) end
     c.dirty = false
+    redis.call('EXPIRE', c.exact, sn.ttl)
+    if c.n > 0 then redis.call('EXPIRE', c.state, sn.ttl) end
+    for i = 0, c.n - 1 do redis.call('EXPIRE', c.stage[i], sn.ttl) end
   end
 end

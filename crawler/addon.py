@@ -33,6 +33,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     "ITEM_PIPELINES": {},  # Shoal's Kafka pipeline is the item processor's, after every user pipeline
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.guards.AddressPolicyMiddleware": 50,  # first in, last out: sees every request
+        "crawler.extraction.ExtractionMiddleware": 60,  # a crawl's `extract`: the last before the spider
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,  # retries go through Redis
         "crawler.downloader.RetryStatusMiddleware": 550,
         "crawler.ladder.LadderMiddleware": 580,  # blocks and the domain's level (issue 33), before the pool

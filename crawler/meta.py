@@ -46,6 +46,8 @@ INHERITED = (
     "curdepth",
     "revisit",  # issue 31: every page of a revisited crawl is revisited
     "sitemaps",  # issue 31: a page of the crawl that is a sitemap is read as one (crawler/sitemap_follow.py)
+    "extract",  # a page's main content, Markdown and metadata (crawler/extraction.py)
+    "near_duplicates",  # flag or skip pages whose main text is a near-duplicate (crawler/extraction.py)
     "ladder_of",  # issue 33: a request moved to the render spider and its children count on that spider's ladder
 )
 # Stored when the request itself sets them: the wandering spider's step; a sitemap poll's conditional

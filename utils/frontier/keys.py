@@ -241,3 +241,20 @@ def ladder_history(spiderid: str, domain: str) -> str:
 def ladder_domains(spiderid: str) -> str:
     """ZSET domain -> level: every domain of the spider that ever left level 0 (REST, dashboard, metrics)."""
     return f"{{{spiderid}:ladder}}:domains"
+
+
+# --- Near-duplicate index (utils/frontier/near_duplicates.py) -------------------------------------
+def near_duplicate_band(appid: str, band: int) -> str:
+    """HASH 2-byte band value -> the 8-byte SimHashes of the app's pages with that band, packed: one
+    of 4 band hashes. An app's index keys share the hash tag `{nd:<appid>}` (one script call, one slot)."""
+    return f"shoal:{{nd:{appid}}}:band:{band}"
+
+
+def near_duplicate_first(appid: str) -> str:
+    """HASH 8-byte SimHash -> the URL of the first page seen with it: what `duplicate_of` names."""
+    return f"shoal:{{nd:{appid}}}:first"
+
+
+def near_duplicate_hosts(appid: str, crawlid: str) -> str:
+    """HASH host -> near-duplicate pages the crawl got from it: the spider-trap guard's budget."""
+    return f"shoal:{{nd:{appid}}}:hosts:{crawlid}"

@@ -1,0 +1,97 @@
+"""Main content, Markdown and metadata of a page (trafilatura + extruct), its SimHash, and the worker
+pool that bounds each page in time and memory."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from utils.extract.content import extract
+from utils.extract.pool import ExtractionPool, Job, Result
+from utils.extract.simhash import as_hex, bands, distance, simhash
+
+ARTICLE = " ".join(f"Paragraph {i} of the story tells how the river {i} carried the boats downstream." for i in range(40))
+PAGE = f"""<!doctype html><html lang="fr"><head><title>River boats</title>
+<link rel="canonical" href="https://news.example/rivers/boats">
+<meta name="description" content="How rivers carry boats">
+<meta property="og:title" content="River boats"><meta property="article:modified_time" content="2026-03-02">
+<script type="application/ld+json">{{"@context": "https://schema.org", "@type": "NewsArticle",
+ "headline": "River boats", "author": {{"@type": "Person", "name": "Ada River"}}, "datePublished": "2026-03-01"}}</script>
+</head><body><nav><a href="/">Home</a> <a href="/news">News</a> <a href="/sport">Sport</a></nav>
+<div id="cookie-banner">We use cookies. Accept all cookies?</div>
+<article><h1>River boats</h1><h2>Downstream</h2><p>{ARTICLE}</p>
+<ul><li>first item of the list</li><li>second item of the list</li></ul>
+<table><tr><th>Boat</th><th>Length</th></tr><tr><td>Barge</td><td>40 m</td></tr></table>
+<p>See <a href="https://news.example/more">the follow-up story</a> for more.</p></article>
+<footer>Copyright 2026 News Example. All rights reserved. Privacy policy. Terms.</footer></body></html>"""
+
+
+def test_main_text_keeps_the_article_and_drops_navigation_footer_and_banner() -> None:
+    fields = extract(PAGE, "https://news.example/rivers/boats?utm_source=x", ("text", "markdown", "metadata"), True)
+    text = fields["text"]
+    assert "Paragraph 39 of the story" in text and "first item of the list" in text
+    assert "Copyright 2026" not in text and "Sport" not in text
+    markdown = fields["markdown"]
+    assert "## Downstream" in markdown or "# Downstream" in markdown
+    assert "- first item of the list" in markdown
+    assert "| Barge | 40 m |" in markdown
+    assert "[the follow-up story](https://news.example/more)" in markdown
+    assert len(fields["simhash"]) == 16
+
+
+def test_metadata_carries_title_language_dates_authors_canonical_and_structured_data() -> None:
+    meta = extract(PAGE, "https://news.example/rivers/boats", ("metadata",), False)["metadata"]
+    assert meta["title"] == "River boats"
+    assert meta["language"] == "fr"
+    assert meta["published"] == "2026-03-01"
+    assert meta["modified"] == "2026-03-02"
+    assert meta["authors"] == ["Ada River"]
+    assert meta["canonical_url"] == "https://news.example/rivers/boats"
+    assert meta["description"] == "How rivers carry boats"
+    assert meta["json_ld"][0]["@type"] == "NewsArticle"
+    assert meta["opengraph"]["og:title"] == "River boats"
+
+
+def test_only_the_kinds_asked_for_are_returned() -> None:
+    assert set(extract(PAGE, "https://news.example/", ("text",), False)) == {"text"}
+    assert set(extract(PAGE, "https://news.example/", (), True)) == {"simhash"}
+
+
+def test_a_page_without_content_gives_empty_text_not_an_error() -> None:
+    assert extract("", "https://news.example/", ("text", "markdown"), True) == {
+        "text": "", "markdown": "", "simhash": as_hex(0)}  # fmt: skip
+
+
+def test_simhash_is_near_for_small_edits_and_far_for_other_texts() -> None:
+    base = simhash(ARTICLE)
+    edited = simhash(ARTICLE.replace("Paragraph 7 ", "Paragraph seven ") + " Updated 2026-11-28.")
+    other = simhash(" ".join(f"Chapter {i}: the mountain {i} kept its snow all summer long." for i in range(40)))
+    assert distance(base, edited) <= 3
+    assert distance(base, other) > 10
+    assert sum(band == other_band for band, other_band in zip(bands(base), bands(edited), strict=True)) >= 1
+
+
+def _run(pool: ExtractionPool, job: Job) -> Result:
+    got: list[Result] = []
+    done = threading.Event()
+    pool.submit(job, lambda result: (got.append(result), done.set()))
+    assert done.wait(120)
+    return got[0]
+
+
+@pytest.mark.timeout(300)
+def test_pool_answers_a_stalled_or_oversized_page_with_a_failure_and_goes_on() -> None:
+    """A page past its time kills its worker; a page past the memory bound fails alone; the next page works."""
+    pool = ExtractionPool(workers=1, seconds=20.0, memory=1024 * 1024 * 1024)
+    try:
+        good = _run(pool, Job(PAGE, "https://news.example/", ("text",), True))
+        assert good.error is None and "Paragraph 39" in good.fields["text"]
+        pool.seconds = 0.5  # the worker is warm; a 12 MB page of nested tags takes longer than this
+        slow = _run(pool, Job("<div>" * 2_000_000 + "x", "https://hostile.example/", ("text", "markdown"), True))
+        assert slow.error == "timeout" and pool.replaced == 1
+        pool.seconds = 20.0
+        again = _run(pool, Job(PAGE, "https://news.example/", ("text",), False))
+        assert again.error is None and "Paragraph 39" in again.fields["text"]
+    finally:
+        pool.close()

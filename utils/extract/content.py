@@ -15,8 +15,8 @@ import trafilatura
 from extruct.jsonld import JsonLdExtractor
 from extruct.w3cmicrodata import LxmlMicrodataExtractor
 from extruct.opengraph import OpenGraphExtractor
-from lxml import html as lxml_html
 from trafilatura.settings import use_config
+from trafilatura.utils import load_html
 from trafilatura.xml import xmltotxt
 
 from utils.extract.simhash import as_hex, simhash
@@ -37,18 +37,18 @@ def extract(html: str, url: str, kinds: Iterable[str], fingerprint: bool) -> dic
     wanted = set(kinds)
     fields: dict[str, Any] = {}
     structured = _structured(tree, url) if "metadata" in wanted and tree is not None else {}
-    document = None
-    if tree is not None:
-        document = trafilatura.bare_extraction(
-            tree, url=url, with_metadata="metadata" in wanted, include_comments=False, include_tables=True,
-            include_links=True, include_formatting=True, output_format="python", config=_CONFIG,
-        )  # fmt: skip
+    links_first = "text" not in wanted and not fingerprint  # Markdown alone: one pass, with the links
+    document = _extract(tree, url, "metadata" in wanted, links=links_first)
     body = getattr(document, "body", None)
     text = _clean(xmltotxt(body, include_formatting=False)) if body is not None else ""
     if "text" in wanted:
         fields["text"] = text
     if "markdown" in wanted:
-        fields["markdown"] = _clean(xmltotxt(body, include_formatting=True)) if body is not None else ""
+        # A second pass keeps the links: in the first, trafilatura's link-density rules would keep
+        # link-heavy blocks in the text (token F1 0.918 instead of 0.959 on the quality bench's set).
+        linked = document if links_first else _extract(tree, url, False, links=True)
+        linked_body = getattr(linked, "body", None)
+        fields["markdown"] = _clean(xmltotxt(linked_body, include_formatting=True)) if linked_body is not None else ""
     if "metadata" in wanted:
         fields["metadata"] = metadata(tree, document, structured)
     if fingerprint:
@@ -56,10 +56,21 @@ def extract(html: str, url: str, kinds: Iterable[str], fingerprint: bool) -> dic
     return fields
 
 
+def _extract(tree: Any, url: str, with_metadata: bool, links: bool) -> Any:
+    """trafilatura's document (None when it finds nothing): tables and formatting kept, comments dropped."""
+    if tree is None:
+        return None
+    return trafilatura.bare_extraction(
+        tree, url=url, with_metadata=with_metadata, include_comments=False, include_tables=True,
+        include_links=links, include_formatting=True, output_format="python", config=_CONFIG,
+    )  # fmt: skip
+
+
 def _parse(html: str) -> Any:
+    """trafilatura's own parse (its repairs and parser options): the text scores as trafilatura alone does."""
     try:
-        return lxml_html.document_fromstring(html)
-    except (ValueError, TypeError, lxml_html.etree.ParserError):  # empty, or nothing lxml calls a document
+        return load_html(html)
+    except (ValueError, TypeError):  # nothing lxml calls a document
         return None
 
 

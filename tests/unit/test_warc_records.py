@@ -192,3 +192,12 @@ def test_a_message_of_odd_shape_is_skipped_and_the_next_page_archived(tmp_path: 
         responses = [r for r in ArchiveIterator(stream) if r.rec_type == "response"]
         urls = [r.rec_headers.get_header("WARC-Target-URI") for r in responses]
     assert urls == [URL + "?x", URL + "?ok"]  # links of the wrong type: archived without outlinks
+
+
+def test_an_extracted_page_s_metadata_record_carries_its_text_digest_and_simhash(tmp_path: Path) -> None:
+    text = "Héllo, main text."
+    records = written(tmp_path, [page(text=text, simhash="0123456789abcdef", links=[])])
+    assert [r["type"] for r in records] == ["warcinfo", "response", "request", "metadata"]
+    assert records[3]["payload"] == (f"extracted-text-digest: {sha1_digest(text.encode())}\r\n"
+                                     "extracted-text-simhash: 0123456789abcdef\r\n").encode()  # fmt: skip
+    assert records[3]["headers"]["WARC-Concurrent-To"] == records[1]["headers"]["WARC-Record-ID"]

@@ -1,9 +1,9 @@
-"""An app's near-duplicate index in Redis: 64-bit SimHashes under 4 band hashes, with an idle TTL.
+"""An app's near-duplicate index in Redis: 64-bit SimHashes under 5 band hashes, with an idle TTL.
 
 A page's SimHash is looked up and, when no indexed one is within NEAR_DUPLICATE_DISTANCE bits, added
 (`near_duplicates.lua`, one round trip, atomic for every crawler). The index is per appid, so a
 later crawl of the same app finds the pages of the earlier ones while the index lives
-(NEAR_DUPLICATE_TTL after its last write). Each page costs 4 x 8 bytes of band entries (plus the hash
+(NEAR_DUPLICATE_TTL after its last write). Each page costs 5 x 8 bytes of band entries (plus the hash
 fields they share) and its first URL; docs/decisions/near-duplicates-in-redis-bands.md has the figures.
 """
 
@@ -17,7 +17,16 @@ from utils.config.settings import Settings
 from utils.frontier import keys
 
 _SCRIPT = resources.files("utils.frontier").joinpath("near_duplicates.lua").read_text()
-BANDS = 4
+BAND_WIDTHS = (13, 13, 13, 13, 12)  # bits of each band of a 64-bit SimHash, lowest first (utils/extract/simhash.py)
+
+
+def band_values(fingerprint: int) -> list[bytes]:
+    """The fingerprint's bands as the index's hash fields: 2 bytes each, lowest band first."""
+    found, shift = [], 0
+    for width in BAND_WIDTHS:
+        found.append((fingerprint >> shift & ((1 << width) - 1)).to_bytes(2, "big"))
+        shift += width
+    return found
 
 
 @dataclass(frozen=True)
@@ -42,9 +51,10 @@ class NearDuplicateIndex:
     def check(self, appid: str, crawlid: str, fingerprint: str, url: str, host: str) -> Verdict:
         """Look `fingerprint` (16 hex digits) up; index it with `url` when it is near none."""
         raw = bytes.fromhex(fingerprint)
-        names = [keys.near_duplicate_band(appid, i) for i in range(BANDS)]
+        names = [keys.near_duplicate_band(appid, i) for i in range(len(BAND_WIDTHS))]
         names += [keys.near_duplicate_first(appid), keys.near_duplicate_hosts(appid, crawlid)]
-        found, first, count = self._lookup(keys=names, args=[raw, url, host, self.ttl, self.distance])
+        args = [raw, url, host, self.ttl, self.distance, *band_values(int.from_bytes(raw, "big"))]
+        found, first, count = self._lookup(keys=names, args=args)
         if not found:
             return Verdict(False, fingerprint, None, int(count))
         first_url = first.decode("utf-8", "replace") if isinstance(first, bytes) else first

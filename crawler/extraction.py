@@ -18,8 +18,9 @@ from urllib.parse import urlsplit
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.http import Request, Response, TextResponse
-from twisted.internet import defer, reactor
+from twisted.internet import defer
 
+from crawler.meta import EXTRACTED, NO_FOLLOW
 from utils.config.clients import redis_client
 from utils.config.settings import Settings
 from utils.extract.pool import ExtractionPool, Job, Result
@@ -31,8 +32,6 @@ from utils.observability.metrics import record_dropped
 
 log = logging.getLogger(__name__)
 
-EXTRACTED = "shoal_extracted"  # request meta: the page message's extraction fields
-NO_FOLLOW = "shoal_no_follow"  # request meta: follow none of the page's links (a kept-out near-duplicate, a trap)
 MIB = 1024 * 1024
 
 
@@ -43,7 +42,7 @@ def wanted(meta: dict[str, Any], default: tuple[str, ...]) -> tuple[tuple[str, .
 
 
 def is_html(response: Response) -> bool:
-    content_type = response.headers.get(b"Content-Type", b"text/html").split(b";")[0].strip().lower()
+    content_type = (response.headers.get(b"Content-Type") or b"text/html").split(b";")[0].strip().lower()
     return isinstance(response, TextResponse) and content_type in (b"text/html", b"application/xhtml+xml")
 
 
@@ -110,6 +109,8 @@ class ExtractionMiddleware:
                 fields.update(self._near_duplicate(request, mode, fields["simhash"]))
             except Exception as exc:  # noqa: BLE001 - Redis down: the page goes on unjudged, not lost
                 log.error("Near-duplicate lookup failed", extra={"url": request.url[:200], "error": str(exc)})
+        from twisted.internet import reactor  # the one Scrapy installed (importing it early installs the default)
+
         reactor.callFromThread(done.callback, fields)  # type: ignore[attr-defined]
 
     def _near_duplicate(self, request: Request, mode: str, fingerprint: str) -> dict[str, Any]:

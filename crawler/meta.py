@@ -14,6 +14,8 @@ DETAILS = "shoal_details"  # what settling needs besides: the retry record, the 
 HEADERS_CUT = "shoal_headers_cut"  # response meta: the response's headers passed the bounds and were cut
 RAW_HEADERS = "shoal_raw_headers"  # response meta: [name, value] lines as they came off the network (for WARC)
 FETCHED_AT = "shoal_fetched_at"  # request meta: epoch seconds the request went to the network
+EXTRACTED = "shoal_extracted"  # request meta: the page message's extraction fields (crawler/extraction.py)
+NO_FOLLOW = "shoal_no_follow"  # request meta: follow none of the page's links (a kept-out near-duplicate, a trap)
 
 
 class ShoalMessage(dict[str, Any]):

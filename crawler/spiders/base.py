@@ -13,8 +13,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from crawler.extraction import EXTRACTED
-from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT, ShoalMessage
+from crawler.meta import DETAILS, EXTRACTED, LEASE, OUTCOME, SILENT, ShoalMessage
 from crawler.page import failure_message, page_message
 from crawler.retry import RetryPolicy
 from crawler.revisit import revisit_fields

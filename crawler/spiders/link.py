@@ -17,7 +17,7 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.response import get_base_url
 from w3lib.url import canonicalize_url
 
-from crawler.extraction import NO_FOLLOW
+from crawler.meta import NO_FOLLOW
 from crawler.spiders.base import LinkBounds, RedisSpider
 from utils.config.safe_regex import InvalidRegex, PatternSet, pattern_set
 from utils.observability.metrics import record_dropped

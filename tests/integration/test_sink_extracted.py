@@ -46,8 +46,11 @@ def test_text_markdown_metadata_and_duplicate_of_are_stored_and_kept_out_pages_a
         sink.close()
     assert set(stored) == {FIRST, SAME}
     first, same = stored[FIRST], stored[SAME]
-    assert first["text"] == EXTRACTED["text"] and first["markdown"] == EXTRACTED["markdown"]
+    assert first["text"] == EXTRACTED["text"]
+    assert first["markdown"] == EXTRACTED["markdown"]
     assert first["metadata"] == EXTRACTED["metadata"]
-    assert first["near_duplicate"] is None and first["duplicate_of"] is None
-    assert same["near_duplicate"] is True and same["duplicate_of"] == FIRST
+    assert first["near_duplicate"] is None
+    assert first["duplicate_of"] is None
+    assert same["near_duplicate"] is True
+    assert same["duplicate_of"] == FIRST
     assert same["cluster_id"] == first["simhash"]

@@ -34,11 +34,12 @@ class Article:
 def article(key: int, paragraphs: int = 12) -> Article:
     rng = random.Random(key)
     title = " ".join(rng.sample(TITLE_WORDS, 5)).capitalize()
-    body = tuple(
-        " ".join(" ".join(rng.choices(WORDS, k=rng.randint(10, 18))).capitalize() + "." for _ in range(rng.randint(3, 5)))
-        for _ in range(paragraphs)
-    )  # fmt: skip
+    body = tuple(" ".join(_sentence(rng) for _ in range(rng.randint(3, 5))) for _ in range(paragraphs))
     return Article(key, title, body)
+
+
+def _sentence(rng: random.Random) -> str:
+    return " ".join(rng.choices(WORDS, k=rng.randint(10, 18))).capitalize() + "."
 
 
 def _words(rng: random.Random, n: int) -> str:
@@ -59,7 +60,8 @@ def render(item: Article, boilerplate: int) -> str:
             paragraph = " ".join(words)
         parts.append(f"<p>{escape(paragraph)}</p>")
         if i % 2 == 1 and rng.random() < 0.7:
-            parts.append(f'<aside class="ad"><a href="/ad/{rng.randint(1, 999)}">Sponsored: {_words(rng, 5)}</a></aside>')
+            ad = f'<a href="/ad/{rng.randint(1, 999)}">Sponsored: {_words(rng, 5)}</a>'
+            parts.append(f'<aside class="ad">{ad}</aside>')
         elif i == 2 and rng.random() < 0.5:  # in the text itself, as many sites write them: extraction keeps them
             parts.append(f"<p>Advertisement. {_words(rng, 6)}.</p>")
         elif i == 3 and rng.random() < 0.5:

@@ -13,8 +13,8 @@ from typing import Any
 
 import trafilatura
 from extruct.jsonld import JsonLdExtractor
-from extruct.w3cmicrodata import LxmlMicrodataExtractor
 from extruct.opengraph import OpenGraphExtractor
+from extruct.w3cmicrodata import LxmlMicrodataExtractor
 from trafilatura.settings import use_config
 from trafilatura.utils import load_html
 from trafilatura.xml import xmltotxt
@@ -136,7 +136,8 @@ def _language(tree: Any, document: Any) -> str | None:
     return declared or getattr(document, "language", None)
 
 
-def _dated(structured: dict[str, Any], opengraph: dict[str, Any], json_ld: str, properties: tuple[str, ...]) -> str | None:
+def _dated(structured: dict[str, Any], opengraph: dict[str, Any], json_ld: str, properties: tuple[str, ...]
+           ) -> str | None:
     """A date the page states (JSON-LD, then OpenGraph's article properties); trafilatura's guess comes after."""
     for item in structured.get("json_ld") or ():
         if isinstance(item, dict) and isinstance(item.get(json_ld), str):

@@ -5,9 +5,10 @@ BLAKE2b and weighted by its count. Words with a digit are left out: dates, times
 prices are what changes between two copies of one article ("updated 3 hours ago"); with them, a
 changed date line moved a 330-word article 6 bits away from itself. Even so one edited word moves
 a 700-word text 0 to 6 bits (bench/near_duplicates.py), hence a distance of 6 by default.
-The index (utils/frontier/near_duplicates.py) cuts it into 5 bands (13, 13, 13, 13 and 12 bits): two fingerprints within 4 bits
-share a band exactly (pigeonhole), and at 5, 6 and 7 bits they still do with probability 0.96, 0.89
-and 0.79, so a lookup reads 5 buckets, never a scan; the candidates are then checked bit by bit.
+The index (utils/frontier/near_duplicates.py) cuts it into 5 bands (13, 13, 13, 13 and 12 bits):
+two fingerprints within 4 bits share a band exactly (pigeonhole), and at 5, 6 and 7 bits they still
+do with probability 0.96, 0.89 and 0.79, so a lookup reads 5 buckets, never a scan; the candidates
+are then checked bit by bit.
 """
 
 from __future__ import annotations

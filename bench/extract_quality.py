@@ -101,7 +101,7 @@ def shoal_function(pages: dict[str, tuple[bytes, str]]) -> tuple[dict[str, str],
 
 def crawled(pages: dict[str, tuple[bytes, str]]) -> tuple[dict[str, str], dict[str, Any]]:
     """Every page fetched by a real crawler with `extract: ["text"]`; the text as the firehose carries it."""
-    from tests.e2e.test_crawler_helpers import crawler_started, seed
+    from tests.e2e.test_crawler_helpers import seed
     from tests.support.kafka import TopicReader
     from tests.support.services import wait_until
     from utils.demosite import SiteServer
@@ -117,7 +117,11 @@ def crawled(pages: dict[str, tuple[bytes, str]]) -> tuple[dict[str, str], dict[s
              "CONCURRENT_REQUESTS_PER_DOMAIN": 8, "ROBOTSTXT_OBEY": "false"}  # fmt: skip
     with bench_cluster(**extra) as cluster, SiteServer(site):
         crawler = cluster.start("crawl", "--spider", "link", name="extract-quality")
-        wait_until(lambda: crawler_started(cluster), timeout=120)
+        try:
+            wait_until(lambda: "Scheduler opened" in crawler.log_path.read_text(), timeout=300)
+        except AssertionError:
+            print(crawler.log_path.read_text()[-3000:])
+            raise
         reader = TopicReader(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.topic("crawled_firehose"))
         started = time.monotonic()
         for url in site_pages:

@@ -10,7 +10,7 @@ article. Precision: flagged pages whose `duplicate_of` holds their article; reca
 near-duplicates flagged. Also printed: recall by what the copy changed, and the distances seen.
 
 Cost: `--index-pages` random SimHashes indexed (one script call each, pipelined), then `--lookups`
-lookups of near and of new fingerprints timed one call at a time; Redis memory per indexed page from
+lookups of near and of new fingerprints timed one at a time (read, compare, add or count); Redis memory per indexed page from
 INFO used_memory, the band hashes alone and with the first-URL map (URLs of 60 bytes).
 Targets: precision >= 0.95, recall >= 0.90, lookup <= 1 ms, <= 64 B of Redis per indexed page.
 """
@@ -30,7 +30,7 @@ from utils.demosite.duplicates import article, render, tracking, variants
 from utils.extract.content import extract
 from utils.extract.simhash import distance
 from utils.frontier import keys
-from utils.frontier.near_duplicates import BAND_WIDTHS, NearDuplicateIndex, band_values
+from utils.frontier.near_duplicates import NearDuplicateIndex
 from utils.services import start_local_services
 
 APP = "bench"
@@ -85,17 +85,13 @@ def cost(client: Any, indexed: int, lookups: int) -> dict[str, Any]:
     client.flushdb()
     before = int(client.info("memory")["used_memory"])
     index = NearDuplicateIndex(client, ttl=86400, distance=6)
-    names = [keys.near_duplicate_band(APP, i) for i in range(len(BAND_WIDTHS))]
-    names += [keys.near_duplicate_first(APP), keys.near_duplicate_hosts(APP, "cost")]
     batch = client.pipeline(transaction=False)
     sample = []
     for n in range(indexed):
         fp = rng.getrandbits(64)
         if n % max(indexed // lookups, 1) == 0:
             sample.append(fp)
-        url = f"http://127.0.46.1/section/{n:09d}/article-with-a-typical-slug.html"[:60]
-        index._lookup(keys=names, args=[fp.to_bytes(8, "big"), url, "127.0.46.1", 86400, 6, *band_values(fp)],
-                      client=batch)  # fmt: skip
+        index.add(APP, fp, f"http://127.0.46.1/section/{n:09d}/article-with-a-typical-slug.html"[:60], client=batch)
         if n % 5000 == 4999:
             batch.execute()
     batch.execute()

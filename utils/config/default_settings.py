@@ -136,6 +136,7 @@ EXTRACT_SECONDS_MAX = 10.0  # seconds; most time one page's extraction takes (it
 EXTRACT_MEMORY_MAX = 1024  # MiB; address space of one extraction worker (a page past it fails alone, flagged)
 EXTRACT_BYTES_MAX = 8 * 1024 * 1024  # characters; most of a page handed to the extractor (the rest cut, flagged)
 NEAR_DUPLICATE_DISTANCE = 6  # bits of 64; SimHashes this close are near-duplicates (found surely within 4, mostly to 7)
+NEAR_DUPLICATE_FIRST_URLS = True  # bool; keep each text's first URL for `duplicate_of` (~100 B more per page)
 NEAR_DUPLICATE_TTL = 30 * 86400  # seconds; an app's near-duplicate index expires this long after its last new page
 NEAR_DUPLICATE_HOST_BUDGET = 50  # pages; near-duplicates of one host in a crawl after which its links are not followed
 

@@ -246,7 +246,7 @@ def ladder_domains(spiderid: str) -> str:
 # --- Near-duplicate index (utils/frontier/near_duplicates.py) -------------------------------------
 def near_duplicate_band(appid: str, band: int) -> str:
     """HASH 2-byte band value -> the 8-byte SimHashes of the app's pages with that band, packed: one
-    of 4 band hashes. An app's index keys share the hash tag `{nd:<appid>}` (one script call, one slot)."""
+    of 5 band hashes. An app's index keys share the hash tag `{nd:<appid>}` (one script call, one slot)."""
     return f"shoal:{{nd:{appid}}}:band:{band}"
 
 

@@ -25,6 +25,7 @@ import gzip
 import json
 import re
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -144,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, default=SNAPSHOT, help="a clone or bare snapshot of the set")
     parser.add_argument("--no-crawl", action="store_true", help="runs 1 and 2 only (no services)")
     args = parser.parse_args(argv)
+    if not args.dataset.exists():
+        print(f"{args.dataset}: no such dataset; clone GitHub's scrapinghub/article-extraction-benchmark and pass "
+              "--dataset <its directory> (docs/reference/performance.md)", file=sys.stderr)  # fmt: skip
+        return 2
     pages = Dataset(args.dataset).pages()
     truths = {key: truth for key, (_, truth) in pages.items()}
     figures: dict[str, Any] = {"dataset": "scrapinghub/article-extraction-benchmark", "pages": len(pages)}

@@ -10,8 +10,9 @@ article. Precision: flagged pages whose `duplicate_of` holds their article; reca
 near-duplicates flagged. Also printed: recall by what the copy changed, and the distances seen.
 
 Cost: `--index-pages` random SimHashes indexed (one script call each, pipelined), then `--lookups`
-lookups of near and of new fingerprints timed one at a time (read, compare, add or count); Redis memory per indexed page from
-INFO used_memory, the band hashes alone and with the first-URL map (URLs of 60 bytes).
+lookups of near and of new fingerprints timed one at a time (read, compare, add or count); Redis
+memory per indexed page from INFO used_memory, the band hashes alone and with the first-URL map
+(URLs of 60 bytes).
 Targets: precision >= 0.95, recall >= 0.90, lookup <= 1 ms, <= 64 B of Redis per indexed page.
 """
 

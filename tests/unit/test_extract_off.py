@@ -16,7 +16,7 @@ from utils.config.settings import Settings
 
 def test_the_crawler_s_modules_import_no_extractor() -> None:
     code = ("import sys, crawler.addon, crawler.extraction, crawler.spiders.link, crawler.pipelines; "
-            "print(sorted(m for m in ('trafilatura', 'extruct', 'justext', 'htmldate') if m in sys.modules))")  # fmt: skip
+            "print(sorted(m for m in ('trafilatura', 'extruct', 'justext', 'htmldate') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

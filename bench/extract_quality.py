@@ -14,7 +14,8 @@ Three runs on the same files:
      `"extract": ["text"]`, the text read back from the firehose (what survives the transit:
      decoding, the worker pool, the Kafka message).
 Score: token F1 of each page's text against its ground truth (tokens are `\\w+` runs, lower-cased,
-compared as multisets), averaged over pages; precision and recall likewise. Target: the crawl's
+compared as multisets), averaged over pages; precision and recall likewise; and `shingle_f1`, the
+set's own published metric (4-word shingles), to compare with its table. Target: the crawl's
 F1 >= 0.95 and no lower than run 2's.
 """
 
@@ -74,11 +75,36 @@ def score(truth: str, predicted: str) -> tuple[float, float, float]:
     return precision, recall, f1
 
 
+def shingles(text: str) -> Counter[tuple[str, ...]]:
+    words = _TOKEN.findall(text)
+    return Counter(tuple(words[i : i + 4]) for i in range(max(1, len(words) - 3)) if words[i : i + 4])
+
+
+def shingle_f1(truths: dict[str, str], predicted: dict[str, str]) -> float:
+    """The set's published metric: 4-word shingles, precision and recall averaged over pages (pages
+    with nothing predicted, resp. nothing true, left out of that mean), F1 of the two means."""
+    precisions, recalls = [], []
+    for key, truth in truths.items():
+        want, got = shingles(truth), shingles(predicted.get(key, ""))
+        common = sum((want & got).values())
+        if not want and not got:
+            precisions.append(1.0)
+            recalls.append(1.0)
+            continue
+        if got:
+            precisions.append(common / sum(got.values()))
+        if want:
+            recalls.append(common / sum(want.values()))
+    p, r = sum(precisions) / len(precisions), sum(recalls) / len(recalls)
+    return round(2 * p * r / (p + r), 4) if p + r else 0.0
+
+
 def summary(truths: dict[str, str], predicted: dict[str, str]) -> dict[str, float]:
     scores = [score(truths[key], predicted.get(key, "")) for key in truths]
     n = len(scores)
     return {"pages": n, "precision": round(sum(s[0] for s in scores) / n, 4),
             "recall": round(sum(s[1] for s in scores) / n, 4), "f1": round(sum(s[2] for s in scores) / n, 4),
+            "shingle_f1": shingle_f1(truths, predicted),
             "missing": sum(1 for key in truths if key not in predicted)}  # fmt: skip
 
 

@@ -93,6 +93,8 @@ class ExtractionPool:
         self.seconds, self.memory = seconds, memory
         self.jobs: queue.SimpleQueue[tuple[Job, Done] | None] = queue.SimpleQueue()
         self.replaced = 0  # workers killed (time) or lost (memory, crash) and started again
+        self._closing = False
+        self._workers: set[_Worker] = set()
         self._threads = [threading.Thread(target=self._dispatch, daemon=True, name=f"shoal-extract-{i}")
                          for i in range(max(workers, 1))]  # fmt: skip
         for thread in self._threads:
@@ -101,18 +103,29 @@ class ExtractionPool:
     def submit(self, job: Job, done: Done) -> None:
         self.jobs.put((job, done))
 
-    def close(self) -> None:
+    def close(self, wait: float = 2.0) -> None:
+        """Pages still queued are answered "shutdown" at once; after `wait` seconds every worker is killed
+        (the crawler's SIGTERM budget is seconds, not a page's EXTRACT_SECONDS_MAX)."""
+        self._closing = True
         for _ in self._threads:
             self.jobs.put(None)
+        deadline = time.monotonic() + wait
         for thread in self._threads:
-            thread.join(self.seconds + 5)
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        for worker in list(self._workers):
+            worker.kill()
 
     def _dispatch(self) -> None:
         worker: _Worker | None = None
         while (task := self.jobs.get()) is not None:
             job, done = task
+            if self._closing:
+                done(Result(error="shutdown"))
+                continue
             try:
-                worker = worker or _Worker(self.memory)
+                if worker is None:
+                    worker = _Worker(self.memory)
+                    self._workers.add(worker)
             except (RuntimeError, OSError) as exc:
                 log.error("Extraction worker failed to start", extra={"error": str(exc)})
                 done(Result(error="worker did not start"))
@@ -120,6 +133,7 @@ class ExtractionPool:
             result = self._run(worker, job)
             if result.error in ("timeout", "worker died", "memory"):
                 worker.kill()
+                self._workers.discard(worker)
                 worker = None
                 self.replaced += 1
                 log.warning("Extraction worker replaced", extra={"url": job.url[:200], "reason": result.error})
@@ -129,6 +143,7 @@ class ExtractionPool:
                 log.exception("Extraction callback failed", extra={"url": job.url[:200]})
         if worker is not None:
             worker.kill()
+            self._workers.discard(worker)
 
     def _run(self, worker: _Worker, job: Job) -> Result:
         start = time.monotonic()

@@ -43,6 +43,7 @@ def tree_cpu_seconds(pid: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=base.DEMO["pages_per_host"], help="pages per host")
+    parser.add_argument("--workers", type=int, default=1, help="EXTRACT_WORKERS")
     args = parser.parse_args(argv)
     base.DEMO["pages_per_host"] = args.pages
     shape = {"port": free_port(), "wide_hosts": 0, "wide_pages": 0, "plain_items": 0}
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     original = base._cpu_seconds
     base._cpu_seconds = tree_cpu_seconds  # the crawler's figure includes its extraction workers
     try:
-        with bench_cluster(**base.SHOAL) as cluster:
+        with bench_cluster(**base.SHOAL, EXTRACT_WORKERS=args.workers) as cluster:
             roots = base.service_roots(cluster, server.pid or 0)
             for round_ in range(ROUNDS):
                 loads.append(Path("/proc/loadavg").read_text().split()[0])
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         server.terminate()
     best = {kind: max(found, key=lambda r: r["pages_per_s"]) for kind, found in runs.items()}
     keep = ("pages", "pages_per_s", "cpu_ms_per_page", "machine_cpu_ms_per_page")
-    figures = {"site_pages": best["off"]["pages"], "rounds": ROUNDS, "load_averages": loads,
+    figures = {"site_pages": best["off"]["pages"], "rounds": ROUNDS, "load_averages": loads, "workers": args.workers,
                "off": {k: round(best["off"][k], 2) for k in keep}, "on": {k: round(best["on"][k], 2) for k in keep},
                "ratio_pages_per_s": round(best["on"]["pages_per_s"] / best["off"]["pages_per_s"], 3),
                "extra_cpu_ms_per_page": round(best["on"]["cpu_ms_per_page"] - best["off"]["cpu_ms_per_page"], 2),

@@ -166,8 +166,10 @@ def per_page(cpu: dict[str, float], pages: int) -> dict[str, Any]:
 
 
 def run_shoal(
-    cluster: TestCluster, shape: dict[str, Any], site: Site, processes: int, crawlid: str, roots: dict[int, str]
+    cluster: TestCluster, shape: dict[str, Any], site: Site, processes: int, crawlid: str, roots: dict[int, str],
+    fields: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """One crawl of the site by `processes` crawlers; `fields`: more crawl request fields (e.g. `extract`)."""
     from tests.e2e.test_crawler_helpers import seed
 
     crawlers = [cluster.start("crawl", "--spider", "link", name=f"{crawlid}-{i}") for i in range(processes)]
@@ -176,7 +178,7 @@ def run_shoal(
     evalsha_before = _evalsha_calls(client)
     seeds, depth = seeds_and_depth(shape, site)
     for url in seeds:
-        seed(cluster, url, crawlid=crawlid, maxdepth=depth, deny_extensions=[])
+        seed(cluster, url, crawlid=crawlid, maxdepth=depth, deny_extensions=[], **(fields or {}))
     first = last = 0.0
     cpu_start = 0.0
     window: list[node_cpu.Snapshot] = []

@@ -17,6 +17,7 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.response import get_base_url
 from w3lib.url import canonicalize_url
 
+from crawler.meta import NO_FOLLOW
 from crawler.spiders.base import LinkBounds, RedisSpider
 from utils.config.safe_regex import InvalidRegex, PatternSet, pattern_set
 from utils.observability.metrics import record_dropped
@@ -196,7 +197,7 @@ class LinkSpider(RedisSpider):
         if meta.get("revisit_hint") is not None:
             item["revisit_hint"] = meta["revisit_hint"]
         curdepth = int(meta.get("curdepth", 0))
-        if curdepth < int(meta.get("maxdepth", 0)):
+        if curdepth < int(meta.get("maxdepth", 0)) and not meta.get(NO_FOLLOW):
             priority = int(meta.get("priority", 1)) - 10
             for link in page_links(response, self.link_bounds):
                 item["links"].append({"url": link.url, "text": link.text.strip()})

@@ -68,6 +68,7 @@ function crawlRow(crawl) {
     el("td", { class: "num queued" }, fmt(crawl.queued)),
     el("td", { class: "num inflight" }, fmt(crawl.inflight)),
     el("td", { class: "num failed" }, fmt(crawl.failed + crawl.dead)),
+    el("td", { class: "num near-duplicates" }, fmt(crawl.near_duplicates || 0)),
     el("td", { class: "num rate" }, rate(crawl.pages_per_sec)),
     el("td", { class: "eta" }, eta));
   row.addEventListener("click", () => { pinned = crawl; follow(crawl); });

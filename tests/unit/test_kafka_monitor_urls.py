@@ -13,7 +13,7 @@ from kafka_monitor.urls import domain_and_fingerprint, url_refusal
 from utils.config.address_policy import AddressPolicy, fetched_url, literal_address
 from utils.config.settings import Settings
 from utils.frontier.domains import url_domain
-from utils.frontier.fingerprint import PLAIN_URL, canonical_fingerprint, fingerprint
+from utils.frontier.fingerprint import PLAIN_URL, canonical_fingerprint, canonical_url, fingerprint
 
 label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 host = st.lists(label, min_size=1, max_size=4).map(".".join)
@@ -49,6 +49,7 @@ def test_plain_urls_are_already_canonical(url: str) -> None:
 def test_fast_path_agrees_with_the_shared_functions(url: str, method: str, body: str | None) -> None:
     assert domain_and_fingerprint(url, method, body) == (url_domain(url), canonical_fingerprint(url, method, body))
     assert fingerprint(url, method, body) == canonical_fingerprint(url, method, body)
+    assert canonical_url(url) == canonicalize_url(url)  # a page's links are merged by it
 
 
 @pytest.mark.parametrize("url", ["http://example.com", "http://Example.com/", "http://a.com/?q=1", "http://a.com/x#y"])

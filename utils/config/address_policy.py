@@ -59,7 +59,7 @@ class AddressPolicy:
     max_url_length: int = 2083
     proxies: frozenset[ProxyKey] = frozenset()
     any_proxy: bool = False
-    _hosts: dict[str, str | None] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _hosts: dict[str, str | None] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AddressPolicy:

@@ -332,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
                         runs[kind].append({**run, "load": float(loads[-1])})
                         print(
                             f"round {round_ + 1} {NAMES[kind]}: {run['pages_per_s']:.1f} pages/s, "
+                            f"{run['cpu_ms_per_page']:.2f} crawler ms/page, "
                             f"{run['machine_cpu_ms_per_page']:.2f} machine ms/page, load {loads[-1]}",
                             flush=True,
                         )

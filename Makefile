@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := python3-venv redis-server zookeeper tinyproxy docker-compose chromium postgresql maven default-jre-headless
+BENCH_DEBIAN_PACKAGES := nginx  # serves bench/crawl_vs_scrapy.py's realistic site (utils/demosite/realistic.py)
 TEST_DEBIAN_PACKAGES := sudo prometheus  # sudo: tests/e2e/test_first_run.py runs `make run` unprivileged; prometheus: promtool (tests/unit/test_alert_rules.py)
 # Apache Kafka's jars, fetched once from Maven Central (services/kafka/pom.xml) into the user's cache.
 KAFKA_VERSION := 4.2.0
@@ -17,7 +18,7 @@ export HELM
 PYTEST_ARGS ?=
 DEMO_ARGS ?=  # e.g. --port 8282 --pages 50 (see `shoal demo --help`)
 
-.PHONY: helm run test test-fast lint typecheck docs bench install install-test system-deps test-system-deps debian-packages kafka down status clean
+.PHONY: helm run test test-fast lint typecheck docs bench install install-test system-deps test-system-deps bench-system-deps debian-packages kafka down status clean
 
 run: system-deps install kafka  ## start a local cluster, crawl the bundled demo site, show the pages
 	$(BIN)/shoal up --services kafka,redis,zookeeper,postgres
@@ -39,7 +40,7 @@ typecheck: install-test
 docs: install-test  ## the documentation site into .shoal/site: every warning (a broken link or anchor) is an error
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-bench: install-test system-deps kafka  ## every benchmark of bench/, results in bench/results/latest.json
+bench: install-test system-deps bench-system-deps kafka  ## every benchmark of bench/, results in bench/results/latest.json
 	$(BIN)/python -m bench
 
 down:
@@ -97,6 +98,9 @@ system-deps:
 
 test-system-deps:
 	@$(MAKE) --no-print-directory debian-packages PACKAGES="$(TEST_DEBIAN_PACKAGES)"
+
+bench-system-deps:
+	@$(MAKE) --no-print-directory debian-packages PACKAGES="$(BENCH_DEBIAN_PACKAGES)"
 
 debian-packages:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

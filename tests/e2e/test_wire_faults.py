@@ -74,12 +74,17 @@ class Faulted:
 
     def dependency_up(self, component: Component, service: str) -> float | None:
         """`shoal_dependency_up` of `service` at `component` (None while /metrics does not answer)."""
+        return self._sample(component, "shoal_dependency_up", service)
+
+    def outages(self, component: Component, service: str) -> float:
+        return self._sample(component, "shoal_dependency_outages_total", service) or 0.0
+
+    def _sample(self, component: Component, metric: str, service: str) -> float | None:
         try:
             samples = scrape(self.metrics[component.name])
         except OSError:
             return None
-        found = [v for (name, labels), v in samples.items()
-                 if name == "shoal_dependency_up" and ("dependency", service) in labels]  # fmt: skip
+        found = [v for (name, labels), v in samples.items() if name == metric and ("dependency", service) in labels]
         return found[0] if found else None
 
     def card(self, role: str) -> dict:
@@ -103,19 +108,18 @@ def faulted(wire: Wire, tmp_path: Path, request: pytest.FixtureRequest) -> Itera
 
 
 def crawl_through_fault(
-    faulted: Faulted, site, crawlid: str, victim_role: str, service: str,
+    faulted: Faulted, site, crawlid: str, service: str,
     fault: Callable[[], contextlib.AbstractContextManager[None]], dashboard: bool = False,
 ) -> str:
-    """Crawl the site from its seeds (a crawler and a redis monitor), apply `fault` once a fifth is
-    crawled, heal it, and check delivery and health (with `dashboard`, the dashboard's process card
-    too: amber naming the service, then green); returns the summary line."""
+    """Crawl the site from its seeds (a crawler and a redis monitor), apply `fault` to a crawler link
+    once a fifth is crawled, heal it, and check delivery and the crawler's health (with `dashboard`,
+    the dashboard's process card too: amber naming the service, then green); returns the summary."""
     cluster = faulted.cluster
     firehose = TopicReader(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.topic("crawled_firehose"))
     try:
         ensure_topics(cluster.settings, [cluster.settings.topic("crawled_firehose")])
         faulted.start("redis-monitor", "redis-monitor")
-        crawler = faulted.start("crawler", "crawl", "--spider", "link")
-        victim = crawler if victim_role == "crawler" else faulted.cluster.components[0]
+        victim = faulted.start("crawler", "crawl", "--spider", "link")
         wait_until(lambda: crawler_started(cluster), timeout=60, message="the crawler did not start")
         expected = set(site.reachable(site.seed_urls(), MAXDEPTH, deny_extensions=()))
         for url in site.seed_urls():
@@ -127,15 +131,16 @@ def crawl_through_fault(
             wait_until(lambda: faulted.dependency_up(victim, service) == 0, timeout=PARTITION_S,
                        message=f"{victim.name} never reported {service} down")  # fmt: skip
             if dashboard:
-                wait_until(lambda: faulted.card(victim_role)["unreachable"] == {service: 1}, timeout=PARTITION_S,
-                           message=f"the dashboard never showed {victim_role} unable to reach {service}")  # fmt: skip
+                wait_until(lambda: faulted.card("crawler")["unreachable"] == {service: 1}, timeout=PARTITION_S,
+                           message=f"the dashboard never showed the crawler unable to reach {service}")  # fmt: skip
             time.sleep(max(PARTITION_S - (time.monotonic() - began), 0))
         healed = time.monotonic()
         wait_until(lambda: faulted.dependency_up(victim, service) == 1, timeout=HEALED_WITHIN_S,
                    message=f"{victim.name} reports {service} down {HEALED_WITHIN_S:g} s after the heal")  # fmt: skip
         recovered = time.monotonic() - healed
+        assert faulted.outages(victim, service) >= 1  # the metrics counted the outage
         if dashboard:
-            wait_until(lambda: faulted.card(victim_role) == {"unreachable": {}, "late": 0}, timeout=HEALED_WITHIN_S,
+            wait_until(lambda: faulted.card("crawler") == {"unreachable": {}, "late": 0}, timeout=HEALED_WITHIN_S,
                        message="the dashboard still shows the fault")  # fmt: skip
         assert not faulted.dead(), faulted.dead()
         firehose.wait_for(lambda got: {p["url"] for p in got if p["crawlid"] == crawlid} >= expected, timeout=120)
@@ -154,28 +159,28 @@ def crawl_through_fault(
 def test_a_partition_of_crawler_to_redis_loses_nothing(faulted: Faulted, site_server) -> None:
     site, _server = site_server
     link = Wire.link("crawler", "redis")
-    crawl_through_fault(faulted, site, "redis-cut", "crawler", "redis", lambda: faulted.wire.toxiproxy.partition(link))
+    crawl_through_fault(faulted, site, "redis-cut", "redis", lambda: faulted.wire.toxiproxy.partition(link))
 
 
 def test_tcp_resets_of_crawler_to_redis_mid_script_lose_nothing(faulted: Faulted, site_server) -> None:
     site, _server = site_server
     link = Wire.link("crawler", "redis")
     # every connection is reset as soon as a command (most of them Lua calls: pop, ack, renew) is on it
-    crawl_through_fault(faulted, site, "redis-rst", "crawler", "redis",
+    crawl_through_fault(faulted, site, "redis-rst", "redis",
                         lambda: faulted.wire.toxiproxy.reset_peer(link))  # fmt: skip
 
 
 def test_a_partition_of_crawler_to_kafka_loses_nothing(faulted: Faulted, site_server) -> None:
     site, _server = site_server
     link = Wire.link("crawler", "kafka")
-    crawl_through_fault(faulted, site, "kafka-cut", "crawler", "kafka", lambda: faulted.wire.toxiproxy.partition(link),
+    crawl_through_fault(faulted, site, "kafka-cut", "kafka", lambda: faulted.wire.toxiproxy.partition(link),
                         dashboard=True)  # fmt: skip
 
 
 def test_a_half_open_crawler_to_kafka_link_loses_nothing(faulted: Faulted, site_server) -> None:
     site, _server = site_server
     link = Wire.link("crawler", "kafka")
-    crawl_through_fault(faulted, site, "kafka-half", "crawler", "kafka", lambda: faulted.wire.toxiproxy.half_open(link))
+    crawl_through_fault(faulted, site, "kafka-half", "kafka", lambda: faulted.wire.toxiproxy.half_open(link))
 
 
 def feed(bootstrap: str, topic: str, messages: list[dict]) -> None:
@@ -206,6 +211,7 @@ def test_resets_of_kafka_monitor_to_redis_commit_no_batch_redis_never_got(faulte
                        message="the kafka monitor never reported redis down")  # fmt: skip
             time.sleep(5)
         wait_until(lambda: faulted.dependency_up(monitor, "redis") == 1, timeout=HEALED_WITHIN_S)
+        assert faulted.outages(monitor, "redis") >= 1
         firehose.wait_for(lambda got: {p["url"] for p in got if p["crawlid"] == "km-rst"} >= set(urls), timeout=120)
         wait_until(lambda: settled(progress(cluster, "km-rst")), timeout=60)
         firehose.poll(2.0)

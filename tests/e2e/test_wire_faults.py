@@ -39,6 +39,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 MAXDEPTH = 10
 PARTITION_S = 20.0  # seconds: longer than every client timeout on the link and than LEASE_TIMEOUT
 HEALED_WITHIN_S = 30.0
+# How long a component may take to notice: two of its longest client timeouts in a row (a command
+# already waiting when the link went, then the next one), REDIS_SOCKET_TIMEOUT 10 s, plus slack for load.
+DETECTED_WITHIN_S = 25.0
 # 6 pages/s per host over 3 hosts: the 300-page crawl lasts ~20 s unfaulted, so every fault finds work in flight.
 SETTINGS = {"QUEUE_HITS": 6, "QUEUE_WINDOW": 1, "CONCURRENT_REQUESTS": 4, "KAFKA_TOPIC_PARTITIONS": 3}
 
@@ -128,7 +131,7 @@ def crawl_through_fault(
                    message="the crawl did not start")  # fmt: skip
         with fault():
             began = time.monotonic()
-            wait_until(lambda: faulted.dependency_up(victim, service) == 0, timeout=PARTITION_S,
+            wait_until(lambda: faulted.dependency_up(victim, service) == 0, timeout=DETECTED_WITHIN_S,
                        message=f"{victim.name} never reported {service} down")  # fmt: skip
             if dashboard:
                 wait_until(lambda: faulted.card("crawler")["unreachable"] == {service: 1}, timeout=PARTITION_S,
@@ -207,7 +210,7 @@ def test_resets_of_kafka_monitor_to_redis_commit_no_batch_redis_never_got(faulte
         base = {"appid": "testapp", "crawlid": "km-rst", "maxdepth": 0, "deny_extensions": []}
         with faulted.wire.toxiproxy.reset_peer(Wire.link("kafka-monitor", "redis")):
             feed(bootstrap, cluster.settings.incoming_topic, [{**base, "url": u} for u in urls])
-            wait_until(lambda: faulted.dependency_up(monitor, "redis") == 0, timeout=PARTITION_S,
+            wait_until(lambda: faulted.dependency_up(monitor, "redis") == 0, timeout=DETECTED_WITHIN_S,
                        message="the kafka monitor never reported redis down")  # fmt: skip
             time.sleep(5)
         wait_until(lambda: faulted.dependency_up(monitor, "redis") == 1, timeout=HEALED_WITHIN_S)

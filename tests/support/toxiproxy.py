@@ -2,7 +2,7 @@
 small client of its HTTP API (https://github.com/Shopify/toxiproxy#http-api).
 
 `make toxiproxy` builds the server into the user's cache (SHOAL_TOXIPROXY names another binary).
-The client speaks plain urllib: the PyPI clients (toxiproxy-python) are unmaintained since 2019.
+The client speaks plain urllib: the tests use five calls of the API, not worth a dependency.
 Faults are toxics on a proxy; every one added by `fault()` is removed when its block ends, so a
 test heals what it broke even when it fails.
 """

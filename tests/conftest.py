@@ -27,12 +27,24 @@ MARKERS = {
     "e2e": "runs the whole cluster under supervisord against the generated site",
     "slow": "takes more than a few seconds",
     "single_redis": "needs one redis-server (its own, restarted; or the one-shard layout): not run on the cluster",
+    "serial": "runs alone, after the parallel phase (machine-wide state, CPU-timed): docs/operations/tests.md",
 }
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `-n`, the slowest kinds of test go out first, and a module's tests go to one worker when
+    they share a module-scoped fixture (tests/support/scheduling.py); an explicit `--dist` is obeyed."""
+    if config.getvalue("dist") != "load":  # xdist's default
+        return None
+    from tests.support.scheduling import SharedFixtureScheduling  # imports xdist: only when it runs
+
+    return SharedFixtureScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

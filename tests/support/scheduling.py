@@ -3,8 +3,8 @@ a module's tests together only when they share a fixture wider than a test.
 
 Each worker starts its own session services, so a test can go to any worker; a module-scoped
 fixture (a module's own broker, gateway or secured Redis) would start once per worker that runs
-one of its tests, so such a module is one unit of work. The end-to-end tests go out first and the
-unit tests last, so the run does not end waiting on one worker's late two-minute crawl.
+one of its tests, so such a module is one unit of work. The modules with slow tests go out first, then
+end-to-end before integration before unit, so the run does not end waiting on one late slow test.
 """
 
 from __future__ import annotations
@@ -20,20 +20,28 @@ from tests.support.cluster import REPO
 
 # A fixture of the module (or a class of it) that outlives one test: `scope="module"` and the like.
 _WIDE_SCOPE = re.compile(r"""scope\s*=\s*["'](?:module|package|class)["']""")
+_SLOW = re.compile(r"mark\.slow\b")
 # Directories in the order their tests are handed out; anything else goes last.
 _FIRST = ("tests/e2e/", "tests/integration/", "tests/docs/")
 
 
 @cache
+def _source(path: str) -> str:
+    module = REPO / path
+    return module.read_text(errors="replace") if module.is_file() else ""
+
+
 def shares_a_fixture(path: str) -> bool:
     """Whether the test module at `path` (relative to the repo) declares a fixture wider than a test."""
-    module = REPO / path
-    return module.is_file() and bool(_WIDE_SCOPE.search(module.read_text(errors="replace")))
+    return bool(_WIDE_SCOPE.search(_source(path)))
 
 
-def kind_rank(nodeid: str) -> int:
-    """0 for an end-to-end test, then integration, docs, unit."""
-    return next((rank for rank, prefix in enumerate(_FIRST) if nodeid.startswith(prefix)), len(_FIRST))
+def kind_rank(nodeid: str) -> tuple[bool, int]:
+    """Modules that mark a test `slow` first (the unit test that pip-installs Shoal among them),
+    then by kind: end-to-end, integration, docs, unit."""
+    path = nodeid.split("::", 1)[0]
+    kind = next((rank for rank, prefix in enumerate(_FIRST) if path.startswith(prefix)), len(_FIRST))
+    return not _SLOW.search(_source(path)), kind
 
 
 class SharedFixtureScheduling(LoadScopeScheduling):

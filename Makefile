@@ -16,7 +16,7 @@ HELM := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/helm-$(HELM_VERSION)/helm
 export HELM
 PYTEST_ARGS ?=
 K ?=  # `make test K=redis_monitor`: only the tests pytest -k selects (with the services they start), no lint/typecheck/docs
-TEST_WORKERS ?= 3  # xdist workers of the parallel phase, each with its own services (docs/operations/tests.md)
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)  # xdist workers of the parallel phase, one per core, each with its own services (docs/operations/tests.md)
 DEMO_ARGS ?=  # e.g. --port 8282 --pages 50 (see `shoal demo --help`)
 
 .PHONY: helm run test test-fast lint typecheck docs bench install install-test system-deps test-system-deps debian-packages kafka down status clean

@@ -5,6 +5,7 @@ A service that does not start fails the tests that need it, with its log; it is 
 
 from __future__ import annotations
 
+import tracemalloc  # noqa: F401 - see below
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,9 @@ from tests.support.services import started_or_fail
 from utils.services import LocalServices, start_local_services
 from utils.services.redis_cluster import RedisClusterHandle
 
+# tracemalloc is otherwise first imported lazily (warnings does, to format a warning): when the garbage
+# collector finalizes an object (an unclosed socket) during that import, pytest's unraisable-exception
+# hook finds a half-made module and fails whichever test runs then. Imported here, it is whole first.
 pytest_plugins = ["tests.support.redis_cluster", "tests.support.postgres"]  # Redis Cluster (issue 12), PostgreSQL (19)
 
 MARKERS = {

@@ -3,6 +3,7 @@ pass `K` to both, and fail when either phase fails (docs/operations/tests.md).""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,10 +18,15 @@ case "$*" in *"not serial"*) exit "$PARALLEL";; *) exit "$SERIAL";; esac
 """
 
 
+# A suite run by `make test K=...` passes its variables down in these: the make under test must not see them.
+OUTER_MAKE = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "K", "TEST_WORKERS", "PYTEST_ARGS")
+
+
 def make(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`make` in the checkout, its prerequisites that install or build taken as done (`-o`)."""
     command = [shutil.which("make") or "make", "--no-print-directory", "-o", "install-test", "-o", "helm", *argv]
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=60)
+    clean = {k: v for k, v in (os.environ if env is None else env).items() if k not in OUTER_MAKE}
+    return subprocess.run(command, cwd=REPO, env=clean, capture_output=True, text=True, check=False, timeout=60)
 
 
 def phases(tmp_path: Path, parallel: int, serial: int, *argv: str) -> tuple[int, list[str]]:

@@ -18,6 +18,8 @@ export HELM
 TOXIPROXY_VERSION := 2.5.0
 TOXIPROXY := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/toxiproxy-$(TOXIPROXY_VERSION)/toxiproxy-server
 PYTEST_ARGS ?=
+K ?=  # `make test K=redis_monitor`: only the tests pytest -k selects (with the services they start), no lint/typecheck/docs
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)  # xdist workers of the parallel phase, one per core, each with its own services (docs/operations/tests.md)
 DEMO_ARGS ?=  # e.g. --port 8282 --pages 50 (see `shoal demo --help`)
 
 .PHONY: helm toxiproxy run test test-fast lint typecheck docs bench install install-test system-deps test-system-deps bench-system-deps debian-packages kafka down status clean
@@ -26,11 +28,24 @@ run: system-deps install kafka  ## start a local cluster, crawl the bundled demo
 	$(BIN)/shoal up --services kafka,redis,zookeeper,postgres
 	$(BIN)/shoal demo $(DEMO_ARGS)
 
-test: system-deps test-system-deps install-test kafka helm toxiproxy lint typecheck docs  ## the whole suite: unit, integration, end-to-end
-	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+test: system-deps test-system-deps install-test kafka helm toxiproxy $(if $(K),,lint typecheck docs)  ## the whole suite: unit, integration, end-to-end
+	$(call pytest_phases,--durations=25)
 
-test-fast: install-test helm  ## unit tests only (no services)
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+test-fast: install-test helm  ## unit tests only (no services), but those marked slow (a whole pip install)
+	$(call pytest_phases,tests/unit,and not slow)
+
+# pytest in two phases, in a new random order each run (pytest-randomly prints the seed): the tests
+# not marked `serial` on TEST_WORKERS workers, then the `serial` ones alone. Both phases always run;
+# a phase that selects nothing (exit 5) fails only when the other selected nothing too.
+# $(1): pytest's arguments; $(2): more of the marker expression ("and not slow").
+PYTEST := $(BIN)/python -m pytest $(if $(K),-k "$(K)")
+define pytest_phases
+	@$(PYTEST) -n $(TEST_WORKERS) -m "not serial $(2)" $(1) $(PYTEST_ARGS); parallel=$$?; \
+	echo "--- tests marked serial, one at a time ---"; \
+	$(PYTEST) -n 0 -m "serial $(2)" $(1) $(PYTEST_ARGS); serial=$$?; \
+	if [ $$parallel = 5 ] && [ $$serial = 5 ]; then exit 5; fi; \
+	[ $$parallel = 0 -o $$parallel = 5 ] && [ $$serial = 0 -o $$serial = 5 ]
+endef
 
 lint: install-test
 	$(BIN)/ruff check .

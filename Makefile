@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := python3-venv redis-server zookeeper tinyproxy docker-compose chromium postgresql maven default-jre-headless
+BENCH_DEBIAN_PACKAGES := nginx  # serves bench/crawl_vs_scrapy.py's realistic site (utils/demosite/realistic.py)
 TEST_DEBIAN_PACKAGES := sudo prometheus  # sudo: tests/e2e/test_first_run.py runs `make run` unprivileged; prometheus: promtool (tests/unit/test_alert_rules.py)
 # Apache Kafka's jars, fetched once from Maven Central (services/kafka/pom.xml) into the user's cache.
 KAFKA_VERSION := 4.2.0
@@ -14,20 +15,37 @@ KAFKA_LIBS := $(or $(SHOAL_KAFKA_LIBS),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sh
 HELM_VERSION := 3.22.0
 HELM := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/helm-$(HELM_VERSION)/helm
 export HELM
+TOXIPROXY_VERSION := 2.5.0
+TOXIPROXY := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/toxiproxy-$(TOXIPROXY_VERSION)/toxiproxy-server
 PYTEST_ARGS ?=
+K ?=  # `make test K=redis_monitor`: only the tests pytest -k selects (with the services they start), no lint/typecheck/docs
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)  # xdist workers of the parallel phase, one per core, each with its own services (docs/operations/tests.md)
 DEMO_ARGS ?=  # e.g. --port 8282 --pages 50 (see `shoal demo --help`)
 
-.PHONY: helm run test test-fast lint typecheck docs bench install install-test system-deps test-system-deps debian-packages kafka down status clean
+.PHONY: helm toxiproxy run test test-fast lint typecheck docs bench install install-test system-deps test-system-deps bench-system-deps debian-packages kafka down status clean
 
 run: system-deps install kafka  ## start a local cluster, crawl the bundled demo site, show the pages
 	$(BIN)/shoal up --services kafka,redis,zookeeper,postgres
 	$(BIN)/shoal demo $(DEMO_ARGS)
 
-test: system-deps test-system-deps install-test kafka helm lint typecheck docs  ## the whole suite: unit, integration, end-to-end
-	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+test: system-deps test-system-deps install-test kafka helm toxiproxy $(if $(K),,lint typecheck docs)  ## the whole suite: unit, integration, end-to-end
+	$(call pytest_phases,--durations=25)
 
-test-fast: install-test helm  ## unit tests only (no services)
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+test-fast: install-test helm  ## unit tests only (no services), but those marked slow (a whole pip install)
+	$(call pytest_phases,tests/unit,and not slow)
+
+# pytest in two phases, in a new random order each run (pytest-randomly prints the seed): the tests
+# not marked `serial` on TEST_WORKERS workers, then the `serial` ones alone. Both phases always run;
+# a phase that selects nothing (exit 5) fails only when the other selected nothing too.
+# $(1): pytest's arguments; $(2): more of the marker expression ("and not slow").
+PYTEST := $(BIN)/python -m pytest $(if $(K),-k "$(K)")
+define pytest_phases
+	@$(PYTEST) -n $(TEST_WORKERS) -m "not serial $(2)" $(1) $(PYTEST_ARGS); parallel=$$?; \
+	echo "--- tests marked serial, one at a time ---"; \
+	$(PYTEST) -n 0 -m "serial $(2)" $(1) $(PYTEST_ARGS); serial=$$?; \
+	if [ $$parallel = 5 ] && [ $$serial = 5 ]; then exit 5; fi; \
+	[ $$parallel = 0 -o $$parallel = 5 ] && [ $$serial = 0 -o $$serial = 5 ]
+endef
 
 lint: install-test
 	$(BIN)/ruff check .
@@ -39,7 +57,7 @@ typecheck: install-test
 docs: install-test  ## the documentation site into .shoal/site: every warning (a broken link or anchor) is an error
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-bench: install-test system-deps kafka  ## every benchmark of bench/, results in bench/results/latest.json
+bench: install-test system-deps bench-system-deps kafka  ## every benchmark of bench/, results in bench/results/latest.json
 	$(BIN)/python -m bench
 
 down:
@@ -98,6 +116,9 @@ system-deps:
 test-system-deps:
 	@$(MAKE) --no-print-directory debian-packages PACKAGES="$(TEST_DEBIAN_PACKAGES)"
 
+bench-system-deps:
+	@$(MAKE) --no-print-directory debian-packages PACKAGES="$(BENCH_DEBIAN_PACKAGES)"
+
 debian-packages:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && ! command -v apt-get >/dev/null 2>&1; then \
@@ -126,22 +147,35 @@ kafka: system-deps  ## Apache Kafka's broker jars (skipped when cached)
 # machine has no go of its own (Debian 12's golang-go, 1.19, is too old to build helm 3.22).
 GO_TOOLCHAIN := v0.0.1-go1.24.4.linux-amd64
 GO_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/go-$(GO_TOOLCHAIN)
-# The build (about 3 minutes cold) runs in the background while the suite starts: only
-# tests/unit/test_helm_chart.py needs it, and it waits for $(HELM) (or $(HELM).failed and the log).
-helm:  ## helm for the chart's tests (built once in the background; skipped when cached)
-	@test -x $(HELM) || { \
-		go=$$(command -v go); \
+# GO_FOR_BUILD sets $$go to a go of 1.21 or later: the machine's own, else the toolchain module above.
+GO_FOR_BUILD = go=$$(command -v go); \
 		case "$$($${go:-false} version 2>/dev/null)" in *go1.2[1-9]*|*go1.[3-9][0-9]*) ;; *) \
 			test -x $(GO_CACHE)/bin/go || { mkdir -p $(GO_CACHE) && \
 				python3 -c "import io,sys,urllib.request,zipfile; zipfile.ZipFile(io.BytesIO(urllib.request.urlopen(sys.argv[1]).read())).extractall(sys.argv[2])" \
 					https://proxy.golang.org/golang.org/toolchain/@v/$(GO_TOOLCHAIN).zip $(GO_CACHE).zip.d && \
 				mv $(GO_CACHE).zip.d/golang.org/toolchain@$(GO_TOOLCHAIN)/* $(GO_CACHE)/ && chmod +x $(GO_CACHE)/bin/* $(GO_CACHE)/pkg/tool/*/* && \
 				rm -rf $(GO_CACHE).zip.d; }; \
-			go=$(GO_CACHE)/bin/go;; esac; \
+			go=$(GO_CACHE)/bin/go;; esac
+
+# The build (about 3 minutes cold) runs in the background while the suite starts: only
+# tests/unit/test_helm_chart.py needs it, and it waits for $(HELM) (or $(HELM).failed and the log).
+helm:  ## helm for the chart's tests (built once in the background; skipped when cached)
+	@test -x $(HELM) || { \
+		$(GO_FOR_BUILD); \
 		mkdir -p $(dir $(HELM)); rm -f $(HELM).failed; \
 		echo "building helm $(HELM_VERSION) into $(dir $(HELM)) with $$go, in the background (log: $(HELM).log)"; \
 		( GOTOOLCHAIN=auto GOBIN=$(dir $(HELM))partial $$go install helm.sh/helm/v3/cmd/helm@v$(HELM_VERSION) \
 			&& mv $(dir $(HELM))partial/helm $(HELM) || touch $(HELM).failed ) >$(HELM).log 2>&1 </dev/null & }
+
+# Toxiproxy, the fault injector between components and services in tests/e2e/test_wire_faults.py,
+# built in the foreground (the fault suite needs it from its first test) into the user's cache.
+toxiproxy:  ## toxiproxy-server for the network fault tests (built once; skipped when cached)
+	@test -x $(TOXIPROXY) || { \
+		$(GO_FOR_BUILD); \
+		mkdir -p $(dir $(TOXIPROXY)); \
+		echo "building toxiproxy $(TOXIPROXY_VERSION) into $(dir $(TOXIPROXY)) with $$go"; \
+		GOTOOLCHAIN=auto GOBIN=$(dir $(TOXIPROXY))partial $$go install github.com/Shopify/toxiproxy/v2/cmd/server@v$(TOXIPROXY_VERSION) \
+			</dev/null && mv $(dir $(TOXIPROXY))partial/server $(TOXIPROXY); }
 
 clean:
 	rm -rf $(VENV) .shoal .mypy_cache .ruff_cache *.egg-info

@@ -33,6 +33,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     "ITEM_PIPELINES": {},  # Shoal's Kafka pipeline is the item processor's, after every user pipeline
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.guards.AddressPolicyMiddleware": 50,  # first in, last out: sees every request
+        "crawler.extraction.ExtractionMiddleware": 60,  # a crawl's `extract`: the last before the spider
         "crawler.robots.RobotsArchiveMiddleware": 560,  # robots.txt answers after redirects and decoding
         # Scrapy's redirect middlewares, keeping the answers they follow (the archive writes them)
         "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,

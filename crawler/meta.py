@@ -15,6 +15,8 @@ HEADERS_CUT = "shoal_headers_cut"  # response meta: the response's headers passe
 RAW_HEADERS = "shoal_raw_headers"  # response meta: [name, value] lines as they came off the network (for WARC)
 REDIRECTS = "shoal_redirects"  # request meta: the answers of the redirects followed to it (page.hop_message)
 FETCHED_AT = "shoal_fetched_at"  # request meta: epoch seconds the request went to the network
+EXTRACTED = "shoal_extracted"  # request meta: the page message's extraction fields (crawler/extraction.py)
+NO_FOLLOW = "shoal_no_follow"  # request meta: follow none of the page's links (a kept-out near-duplicate, a trap)
 
 
 class ShoalMessage(dict[str, Any]):
@@ -48,6 +50,8 @@ INHERITED = (
     "curdepth",
     "revisit",  # issue 31: every page of a revisited crawl is revisited
     "sitemaps",  # issue 31: a page of the crawl that is a sitemap is read as one (crawler/sitemap_follow.py)
+    "extract",  # a page's main content, Markdown and metadata (crawler/extraction.py)
+    "near_duplicates",  # flag or skip pages whose main text is a near-duplicate (crawler/extraction.py)
     "ladder_of",  # issue 33: a request moved to the render spider and its children count on that spider's ladder
 )
 # Stored when the request itself sets them: the wandering spider's step; a sitemap poll's conditional

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import ujson
 from kafka.errors import InvalidTopicError, MessageSizeTooLargeError, RecordListTooLargeError
 from scrapy.crawler import Crawler
-from twisted.internet import defer, reactor
+from twisted.internet import defer, reactor, task
 
 from crawler.items import ledger_of
 from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT
@@ -35,6 +36,11 @@ log = logging.getLogger(__name__)
 
 TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)  # the broker's or topic's size limit
 STOCK_MESSAGE_MAX_BYTES = 1024 * 1024  # bytes; below Kafka's default message.max.bytes (1048588)
+# A send unconfirmed this long means the broker does not answer: the producer retries for up to its
+# delivery timeout (2 minutes) before failing the send, and health would stay green all that time.
+# Two thirds of the producer's 15 s request timeout; a broker on a working link confirms in milliseconds.
+STALLED_AFTER = 10.0  # seconds
+WATCH_EVERY = 1.0  # seconds between checks for a stalled send
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -105,6 +111,29 @@ class Deliveries:
         self._lock = threading.Lock()
         self._done: list[tuple[defer.Deferred[Any], str, bool, Any]] = []
         self._scheduled = False
+        self._waiting: dict[int, float] = {}  # id of a send's Deferred -> when it was sent (monotonic s)
+
+    def sent(self, d: defer.Deferred[Any], now: float | None = None) -> None:
+        """A send is on its way (its confirmation is awaited from now)."""
+        with self._lock:
+            self._waiting[id(d)] = time.monotonic() if now is None else now
+
+    def forget(self, d: defer.Deferred[Any]) -> None:
+        """A send that never left (refused at once): nothing to wait for."""
+        with self._lock:
+            self._waiting.pop(id(d), None)
+
+    def stalled(self, now: float | None = None) -> bool:
+        """Whether a send has waited more than STALLED_AFTER for the broker."""
+        with self._lock:
+            oldest = min(self._waiting.values(), default=None)
+        now = time.monotonic() if now is None else now
+        return oldest is not None and now - oldest > STALLED_AFTER
+
+    def watch(self) -> None:
+        """On the reactor, every WATCH_EVERY: a stalled send reports Kafka down (a confirmation, up)."""
+        if self.stalled():
+            self._kafka_answers(False)
 
     def delivered(self, d: defer.Deferred[Any], topic: str, meta: Any) -> None:
         self._add(d, topic, True, meta)
@@ -115,6 +144,7 @@ class Deliveries:
     def _add(self, d: defer.Deferred[Any], topic: str, ok: bool, result: Any) -> None:
         """On the producer's thread (or the reactor's, for a send that failed at once)."""
         with self._lock:
+            self._waiting.pop(id(d), None)
             self._done.append((d, topic, ok, result))
             if self._scheduled:
                 return
@@ -166,13 +196,19 @@ class KafkaPipeline:
         self.deliveries = Deliveries()
         self.ledger = ledger_of(crawler)
         connect_robots(crawler, self.send_robots)
+        self.watcher = task.LoopingCall(self.deliveries.watch)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> KafkaPipeline:
         settings: Settings = crawler.settings["SHOAL"]
         return cls(crawler, settings, kafka_producer(settings))
 
+    def open_spider(self) -> None:
+        self.watcher.start(WATCH_EVERY, now=False)
+
     def close_spider(self) -> None:
+        if self.watcher.running:
+            self.watcher.stop()
         self.producer.flush(timeout=30)
         self.producer.close(timeout=30)
 
@@ -222,9 +258,11 @@ class KafkaPipeline:
         """One message; the Deferred fires when the broker confirms it (or gives up). A `page` the
         broker refuses as too large goes again without its body."""
         d: defer.Deferred[Any] = defer.Deferred()
+        self.deliveries.sent(d)  # before the send: its confirmation may come on the producer's thread at once
         try:
             future = self.producer.send(topic, key=key, value=value)
         except Exception as exc:  # refused before sending: an illegal topic name, metadata not found in time
+            self.deliveries.forget(d)
             d.errback(exc)
             return d
         future.add_callback(self.deliveries.delivered, d, topic)

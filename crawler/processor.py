@@ -45,6 +45,10 @@ class ShoalItemProcessor(ItemPipelineManager):
             return result
         return await super().process_item_async(item)
 
+    async def open_spider_async(self) -> None:
+        await super().open_spider_async()
+        self.kafka.open_spider()
+
     async def close_spider_async(self) -> None:
         await super().close_spider_async()
         self.kafka.close_spider()

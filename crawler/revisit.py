@@ -20,7 +20,7 @@ from utils.frontier.revisit_policy import RevisitPolicy
 # The crawl's fields a revisit request carries again (with the URL and its validators).
 REQUEST_FIELDS = ("spiderid", "maxdepth", "allowed_domains", "allow_regex", "deny_regex", "deny_extensions",
                   "useragent", "cookie", "attrs", "proxy", "proxy_labels", "dupefilter", "priority", "curdepth",
-                  "sitemaps")  # fmt: skip
+                  "sitemaps", "extract", "near_duplicates")  # fmt: skip
 
 
 class RevisitHook(Protocol):

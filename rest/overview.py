@@ -27,6 +27,7 @@ CRAWLS_SHOWN = 30
 DEAD_LETTER_CRAWLS = 20  # crawls whose newest dead letters are read
 RECENT = 10  # errors and dead letters shown
 RENDERERS_SHOWN = 20  # render processes listed
+LATE_AFTER = 30.0  # seconds without a heartbeat (processes beat every 5 s) before a process shows as late
 ERROR_FIELDS = ("uuid", "appid", "error", "server_time", "received")
 DEAD_FIELDS = ("url", "appid", "crawlid", "error", "status_code", "attempts", "dead_ts")
 
@@ -82,11 +83,13 @@ def alert_card(gw: Gateway, queued_spiders: list[dict[str, Any]]) -> dict[str, A
 
 
 def processes(redis: RedisClient, ttl: int) -> dict[str, dict[str, Any]]:
-    """Per component: how many processes beat within `ttl`, and on which hosts."""
+    """Per component: how many processes beat within `ttl`, on which hosts, which services some of
+    them cannot reach and how many are late (see stats.process_health)."""
     found = {}
     for component in COMPONENTS:
         nodes = stats.live_processes(redis, component, ttl)
-        found[component] = {"count": sum(len(ids) for ids in nodes.values()), "hosts": sorted(nodes)}
+        found[component] = {"count": sum(len(ids) for ids in nodes.values()), "hosts": sorted(nodes),
+                            **stats.process_health(redis, component, ttl, LATE_AFTER)}  # fmt: skip
     return found
 
 

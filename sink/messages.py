@@ -21,12 +21,14 @@ from utils.schemas.answers import dead_letter
 SOURCE = "sink"
 ITEM_IDENTITY = ("appid", "crawlid", "spiderid", "url", "request_id", "timestamp", "item_type", "item_key")
 PageRow = tuple[Any, ...]  # PAGE_COLUMNS of the staging table, in order
+# A crawl's `extract` / `near_duplicates` fields (crawler/extraction.py), NULL when the page has none
+EXTRACTED_COLUMNS = ("text", "markdown", "metadata", "simhash", "near_duplicate", "duplicate_of", "cluster_id")
 ItemRow = tuple[Any, ...]  # ITEM_COLUMNS
 LogRow = tuple[Any, ...]  # LOG_COLUMNS
 RevisitRow = tuple[Any, ...]  # sink/revisits.py REVISIT_COLUMNS
 
 PAGE_COLUMNS = ("appid", "url", "crawlid", "spiderid", "status_code", "content_hash", "headers", "links", "body",
-                "fetched_at")  # fmt: skip
+                "fetched_at", *EXTRACTED_COLUMNS)  # fmt: skip
 ITEM_COLUMNS = ("appid", "item_key", "crawlid", "spiderid", "url", "item_type", "item", "content_hash", "seen_at")
 LOG_COLUMNS = ("request_id", "attempt", "url", "appid", "crawlid", "spiderid", "worker", "status_code", "success",
                "error", "fetched_at", "kafka_topic", "kafka_partition", "kafka_offset")  # fmt: skip
@@ -76,7 +78,7 @@ class Parser:
             rows.items.append(item_row(message, self.item_key))
             return
         page, log_row = page_rows(message, record, self.store_body)
-        if page is not None and not _not_modified(message):
+        if page is not None and not _not_modified(message) and message.get("kept_out") is not True:
             rows.pages.append(page)
         rows.log.append(log_row)
         revisit = revisit_row(message, page)
@@ -189,9 +191,22 @@ def page_rows(message: dict[str, Any], record: ConsumerRecord, store_body: bool)
     body = _clean(body or "")
     page: PageRow = (
         appid, url, crawlid, spiderid, status, content_hash(body), to_json(message.get("response_headers") or {}),
-        to_json(message.get("links") or []), body if store_body else None, fetched,
+        to_json(message.get("links") or []), body if store_body else None, fetched, *extracted(message),
     )  # fmt: skip
     return page, log_row
+
+
+def extracted(message: dict[str, Any]) -> tuple[Any, ...]:
+    """EXTRACTED_COLUMNS of the message: text, Markdown, metadata (jsonb), SimHash, near-duplicate verdict."""
+    metadata = message.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise Rejected(f"field 'metadata' must be an object, got {_shown(metadata)}")
+    near = message.get("near_duplicate")
+    if near is not None and not isinstance(near, bool):
+        raise Rejected(f"field 'near_duplicate' must be true or false, got {_shown(near)}")
+    return (_text(message, "text", required=False), _text(message, "markdown", required=False),
+            to_json(metadata) if metadata is not None else None, _text(message, "simhash", required=False), near,
+            _text(message, "duplicate_of", required=False), _text(message, "cluster_id", required=False))  # fmt: skip
 
 
 def _worker(message: dict[str, Any]) -> str | None:

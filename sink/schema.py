@@ -170,6 +170,12 @@ CREATE TABLE IF NOT EXISTS {revisit_paused} (
     PRIMARY KEY (appid, crawlid)
 );
 """),
+    (4, "main text, Markdown, metadata and near-duplicates of pages", """
+ALTER TABLE {pages} ADD COLUMN IF NOT EXISTS text text, ADD COLUMN IF NOT EXISTS markdown text,
+    ADD COLUMN IF NOT EXISTS metadata jsonb, ADD COLUMN IF NOT EXISTS simhash text,
+    ADD COLUMN IF NOT EXISTS near_duplicate boolean, ADD COLUMN IF NOT EXISTS duplicate_of text,
+    ADD COLUMN IF NOT EXISTS cluster_id text;
+"""),
 ]
 
 

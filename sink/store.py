@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from sink import revisits
-from sink.messages import ITEM_COLUMNS, LOG_COLUMNS, PAGE_COLUMNS, Rows
+from sink.messages import EXTRACTED_COLUMNS, ITEM_COLUMNS, LOG_COLUMNS, PAGE_COLUMNS, Rows
 from sink.schema import Tables, migrate
 from utils.config.postgres import close_quietly
 
@@ -27,7 +27,8 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 
 STAGES = {
     "sink_stage_pages": "appid text, url text, crawlid text, spiderid text, status_code integer, content_hash bytea, "
-                        "headers jsonb, links jsonb, body text, fetched_at timestamptz",
+                        "headers jsonb, links jsonb, body text, fetched_at timestamptz, text text, markdown text, "
+                        "metadata jsonb, simhash text, near_duplicate boolean, duplicate_of text, cluster_id text",
     "sink_stage_items": "appid text, item_key text, crawlid text, spiderid text, url text, item_type text, item jsonb, "
                         "content_hash bytea, seen_at timestamptz",
     "sink_stage_log": "request_id text, attempt integer, url text, appid text, crawlid text, spiderid text, "
@@ -51,16 +52,25 @@ def _if_changed(columns: Iterable[str], stamp: str) -> sql.Composable:
 
 
 def upsert_pages(tables: Tables) -> sql.Composed:
+    """The extraction columns follow the newest fetch that has them (a crawl may turn `extract` on for
+    pages whose body did not change), the near-duplicate verdict the newest fetch."""
+    extracted = sql.SQL(", ").join(map(sql.Identifier, EXTRACTED_COLUMNS))
+    kept = sql.SQL(", ").join(
+        sql.SQL("{c} = COALESCE(EXCLUDED.{c}, t.{c})" if c in ("text", "markdown", "metadata", "simhash")
+                else "{c} = EXCLUDED.{c}").format(c=sql.Identifier(c))
+        for c in EXTRACTED_COLUMNS
+    )  # fmt: skip
     return sql.SQL("""
 INSERT INTO {pages} AS t (appid, url, crawlid, spiderid, status_code, content_hash, headers, links, body,
-                          first_seen, fetched_at, last_changed)
+                          first_seen, fetched_at, last_changed, {extracted})
 SELECT DISTINCT ON (appid, url) appid, url, crawlid, spiderid, status_code, content_hash, headers, links, body,
-       fetched_at, fetched_at, fetched_at
+       fetched_at, fetched_at, fetched_at, {extracted}
 FROM sink_stage_pages ORDER BY appid, url, fetched_at DESC
 ON CONFLICT (appid, url) DO UPDATE SET crawlid = EXCLUDED.crawlid, spiderid = EXCLUDED.spiderid,
-    fetched_at = EXCLUDED.fetched_at, {content}
+    fetched_at = EXCLUDED.fetched_at, {kept}, {content}
 WHERE EXCLUDED.fetched_at > t.fetched_at
-""").format(pages=sql.Identifier(tables.schema, tables.pages), content=_if_changed(PAGE_CONTENT, "fetched_at"))
+""").format(pages=sql.Identifier(tables.schema, tables.pages), content=_if_changed(PAGE_CONTENT, "fetched_at"),
+            extracted=extracted, kept=kept)  # fmt: skip
 
 
 def upsert_items(tables: Tables) -> sql.Composed:

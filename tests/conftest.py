@@ -5,6 +5,7 @@ A service that does not start fails the tests that need it, with its log; it is 
 
 from __future__ import annotations
 
+import tracemalloc  # noqa: F401 - see below
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,9 @@ from tests.support.services import started_or_fail
 from utils.services import LocalServices, start_local_services
 from utils.services.redis_cluster import RedisClusterHandle
 
+# tracemalloc is otherwise first imported lazily (warnings does, to format a warning): when the garbage
+# collector finalizes an object (an unclosed socket) during that import, pytest's unraisable-exception
+# hook finds a half-made module and fails whichever test runs then. Imported here, it is whole first.
 pytest_plugins = ["tests.support.redis_cluster", "tests.support.postgres"]  # Redis Cluster (issue 12), PostgreSQL (19)
 
 MARKERS = {
@@ -27,12 +31,24 @@ MARKERS = {
     "e2e": "runs the whole cluster under supervisord against the generated site",
     "slow": "takes more than a few seconds",
     "single_redis": "needs one redis-server (its own, restarted; or the one-shard layout): not run on the cluster",
+    "serial": "runs alone, after the parallel phase (machine-wide state, CPU-timed): docs/operations/tests.md",
 }
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `-n`, the slowest kinds of test go out first, and a module's tests go to one worker when
+    they share a module-scoped fixture (tests/support/scheduling.py); an explicit `--dist` is obeyed."""
+    if config.getvalue("dist") != "load":  # xdist's default
+        return None
+    from tests.support.scheduling import SharedFixtureScheduling  # imports xdist: only when it runs
+
+    return SharedFixtureScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

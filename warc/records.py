@@ -230,10 +230,19 @@ class RecordMaker:
         return record
 
     def _outlinks(self, page: PageMessage, url: str, date: str, main: Record) -> list[Record]:
+        """The page's metadata record (warc-fields): its outlinks and, when its crawl extracted it, the
+        digest of its main text (`extracted-text-digest`, sha1 of the UTF-8 text, as payload digests are
+        spelled) and its SimHash, so an archive can be matched to the text a search index holds."""
         links = [link.get("url", "") for link in page.get("links") or [] if isinstance(link, dict)]
-        if not links:
+        lines = [f"outlink: {link}" for link in links if link]
+        text = page.get("text")
+        if isinstance(text, str):
+            lines.append(f"extracted-text-digest: {sha1_digest(text.encode('utf-8', 'surrogatepass'))}")
+        if isinstance(page.get("simhash"), str):
+            lines.append(f"extracted-text-simhash: {page.get('simhash')}")
+        if not lines:
             return []
-        fields = "".join(f"outlink: {link}\r\n" for link in links if link).encode("utf-8")
+        fields = "".join(f"{line}\r\n" for line in lines).encode("utf-8")
         return [self._metadata(url, date, fields, "application/warc-fields", main)]
 
     def _rendered(self, page: PageMessage, url: str, date: str) -> list[Record]:

@@ -13,7 +13,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from crawler.meta import DETAILS, LEASE, OUTCOME, SILENT, ShoalMessage
+from crawler.meta import DETAILS, EXTRACTED, LEASE, OUTCOME, SILENT, ShoalMessage
 from crawler.page import failure_message, page_message
 from crawler.retry import Blocked, RetryPolicy
 from crawler.revisit import revisit_fields
@@ -71,6 +71,9 @@ class RedisSpider(Spider):
     def page(self, response: Response) -> ShoalMessage:
         item = page_message(response, self.base64_bodies)
         item[LEASE] = response.meta.get(LEASE)
+        extracted = response.meta.get(EXTRACTED)
+        if extracted:
+            item.update(extracted)
         item.update(revisit_fields(response, item["url"], self.revisit_base, getattr(self, "revisit_policy", None),
                                    getattr(self, "domain_config", None)))  # fmt: skip
         if item.get("not_modified"):

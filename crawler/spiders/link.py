@@ -15,10 +15,11 @@ from scrapy.http import Response, TextResponse
 from scrapy.link import Link
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.response import get_base_url
-from w3lib.url import canonicalize_url
 
+from crawler.meta import NO_FOLLOW
 from crawler.spiders.base import LinkBounds, RedisSpider
 from utils.config.safe_regex import InvalidRegex, PatternSet, pattern_set
+from utils.frontier.fingerprint import canonical_url
 from utils.observability.metrics import record_dropped
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ class _Collector:
             if url in self.seen:
                 continue
             self.seen.add(url)
-            key = canonicalize_url(url)
+            key = canonical_url(url)
             if key in self.links or not self.filters.allows(url):
                 continue
             if self._full():
@@ -196,7 +197,7 @@ class LinkSpider(RedisSpider):
         if meta.get("revisit_hint") is not None:
             item["revisit_hint"] = meta["revisit_hint"]
         curdepth = int(meta.get("curdepth", 0))
-        if curdepth < int(meta.get("maxdepth", 0)):
+        if curdepth < int(meta.get("maxdepth", 0)) and not meta.get(NO_FOLLOW):
             priority = int(meta.get("priority", 1)) - 10
             for link in page_links(response, self.link_bounds):
                 item["links"].append({"url": link.url, "text": link.text.strip()})

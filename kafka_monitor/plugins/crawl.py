@@ -51,6 +51,8 @@ class CrawlRequest(TypedDict, total=False):
     revisit: dict[str, Any] | None
     refetch: bool
     sitemaps: bool | str
+    extract: list[str] | None
+    near_duplicates: str | None
 
 
 class CrawlHandler:

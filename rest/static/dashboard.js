@@ -68,6 +68,7 @@ function crawlRow(crawl) {
     el("td", { class: "num queued" }, fmt(crawl.queued)),
     el("td", { class: "num inflight" }, fmt(crawl.inflight)),
     el("td", { class: "num failed" }, fmt(crawl.failed + crawl.dead)),
+    el("td", { class: "num near-duplicates" }, fmt(crawl.near_duplicates || 0)),
     el("td", { class: "num rate" }, rate(crawl.pages_per_sec)),
     el("td", { class: "eta" }, eta));
   row.addEventListener("click", () => { pinned = crawl; follow(crawl); });
@@ -161,10 +162,20 @@ function renderErrors(data) {
   list.replaceChildren(...(items.length ? items : [el("li", { class: "muted" }, "Nothing failed.")]));
 }
 
+// Amber while a process cannot reach a service (it says so in its heartbeat) or has stopped beating
+// (one that cannot reach Redis cannot say so); green again once every process is well.
+function processPill(p) {
+  const down = Object.keys(p.unreachable || {});
+  if (down.length) return el("span", { class: "pill warn" }, `cannot reach ${down.join(", ")}`);
+  if (p.late) return el("span", { class: "pill warn" }, `${p.late} late (Redis?)`);
+  return p.count ? el("span", { class: "pill ok" }, "ok") : el("span", { class: "muted" }, "-");
+}
+
 function renderProcesses(data) {
   const body = document.querySelector("#processes tbody");
-  body.replaceChildren(...Object.entries(data.processes).map(([name, p]) => el("tr", {},
-    el("td", {}, name), el("td", { class: "num" }, fmt(p.count)), el("td", { class: "muted" }, p.hosts.join(", ") || "none alive"))));
+  body.replaceChildren(...Object.entries(data.processes).map(([name, p]) => el("tr", { "data-component": name },
+    el("td", {}, name), el("td", { class: "num" }, fmt(p.count)), el("td", {}, processPill(p)),
+    el("td", { class: "muted" }, p.hosts.join(", ") || "none alive"))));
 }
 
 function renderProxies(data) {

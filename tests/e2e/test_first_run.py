@@ -30,7 +30,8 @@ from tests.support.first_run import (
 from tests.support.services import wait_until
 from utils.services.kafka import kafka_libs
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(2400)]
+# serial: `make run` installs Debian packages (one dpkg lock for the machine) and adds a system user.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(2400)]
 
 USER = "shoal-first-run"
 

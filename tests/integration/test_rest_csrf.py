@@ -26,6 +26,12 @@ def http(services, tmp_path_factory) -> Iterator[httpx.Client]:
         client.close()
 
 
+@pytest.fixture(autouse=True)
+def no_cookie(http: httpx.Client) -> None:
+    """Each test starts without the cookie an earlier test's /dashboard/key set in the shared client."""
+    http.cookies.clear()
+
+
 def own_origin(http: httpx.Client) -> dict[str, str]:
     return {"Origin": str(http.base_url).rstrip("/")}
 

@@ -105,9 +105,11 @@ class TestCluster:
         self.settings = Settings.load(environ=self.env)
         self.components: list[Component] = []
 
-    def start(self, *argv: str, name: str | None = None) -> Component:
+    def start(self, *argv: str, name: str | None = None, settings: dict[str, Any] | None = None) -> Component:
+        """Start `shoal <argv>`; `settings` override this cluster's for this process alone."""
         name = name or f"{argv[0]}-{len(self.components)}"
-        component = Component(name, list(argv), self.env, self.log_dir / f"{name}.log")
+        env = {**self.env, **{f"SHOAL_{k}": str(v) for k, v in (settings or {}).items()}}
+        component = Component(name, list(argv), env, self.log_dir / f"{name}.log")
         self.components.append(component)
         return component
 

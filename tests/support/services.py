@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -16,15 +17,20 @@ T = TypeVar("T")
 def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.05, message: str = "") -> T:
     """Poll `predicate` until it returns something truthy and return that; AssertionError on timeout.
 
-    The predicate is checked once more after the deadline, so a slow last poll still counts.
+    The predicate is checked once more after the deadline, so a slow last poll still counts. The
+    AssertionError says what was awaited (`message`, else the predicate) and what the last poll saw.
     """
     deadline = time.monotonic() + timeout
+    polls = 0
     while True:
         result = predicate()
+        polls += 1
         if result:
             return result
         if time.monotonic() >= deadline:
-            raise AssertionError(message or f"condition not met within {timeout:g} s: {predicate!r}")
+            awaited = message or f"condition not met: {predicate!r}"
+            seen = reprlib.repr(result)
+            raise AssertionError(f"{awaited} (waited {timeout:g} s, {polls} polls; the last returned {seen})")
         time.sleep(interval)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from utils.config.address_policy import AddressPolicy, literal_address
@@ -32,7 +34,8 @@ def test_the_defaults_refuse_metadata_link_local_other_schemes_and_long_urls(url
 
 
 @pytest.mark.parametrize(
-    "url", ["http://127.0.0.1:8080/", "https://localhost/", "http://10.1.2.3/", "HTTP://example.com/a", "http://1e100.net/"]
+    "url",
+    ["http://127.0.0.1:8080/", "https://localhost/", "http://10.1.2.3/", "HTTP://example.com/a", "http://1e100.net/"],
 )
 def test_the_defaults_allow_loopback_private_and_host_names(url: str) -> None:
     assert DEFAULT.url_refusal(url) is None
@@ -82,3 +85,11 @@ def test_the_crawler_drops_a_response_from_a_refused_address_unless_a_pool_proxy
     assert middleware.process_response(pooled, rebound) is rebound
     robots = Request("http://rebinding.test/robots.txt", meta={"dont_obey_robotstxt": True})
     middleware.process_request(robots)
+
+
+def test_a_policy_made_from_another_judges_its_hosts_afresh() -> None:
+    lax = AddressPolicy(schemes=frozenset({"http"}), denied=())
+    assert lax.url_refusal("http://10.0.0.1/") is None  # remembered by `lax`
+    strict = dataclasses.replace(lax, deny_private=True)
+    assert strict.url_refusal("http://10.0.0.1/") == "address"
+    assert lax.url_refusal("http://10.0.0.1/") is None

@@ -65,9 +65,9 @@ def test_the_parse_stops_at_its_byte_bound_and_counts_the_anchors_left_out() -> 
 
 def test_a_hostile_page_of_one_repeated_anchor_costs_no_more_than_the_time_bound() -> None:
     body = b"<html><body>" + b'<a href="/same#x">s</a>' * 400_000  # 9 MB, one link
-    started = time.perf_counter()
+    started = time.process_time()  # CPU seconds: the bound holds on a loaded machine too
     links = page_links(response_of(body), LinkBounds(links=10_000, parse_seconds=0.3))
-    assert time.perf_counter() - started < 1.5  # the whole body takes ~4 s to parse here
+    assert time.process_time() - started < 1.5  # the whole body takes ~4 s to parse here
     assert [link.url for link in links] == ["http://docs.test/same"]
 
 
@@ -87,9 +87,9 @@ def test_six_thousand_patterns_cost_one_pass_per_link() -> None:
     """Issue 30: 6,000 allow_regex patterns took 116-158 ms per link tried one by one."""
     rows = "".join(f'<a href="/p{i}x/">{i}</a>' for i in range(0, 12_000, 3))
     response = response_of(f"<html><body>{rows}</body></html>".encode(), allow_regex=SIX_THOUSAND)
-    started = time.perf_counter()
+    started = time.process_time()
     links = page_links(response)
-    assert time.perf_counter() - started < 2.0  # 4,000 links; ~8 minutes pattern by pattern
+    assert time.process_time() - started < 2.0  # 4,000 links; ~8 minutes pattern by pattern
     assert len(links) == 2000  # /p0x/ ... /p5997x/ by threes
 
 
@@ -113,11 +113,11 @@ def test_a_list_with_one_pattern_re2_refuses_is_refused_with_re2s_reason(bad: st
 def test_users_spiders_filter_with_the_same_sets() -> None:
     """FollowPolicyMiddleware's filters: RE2 sets too (Python's re froze on `(a+)+$`)."""
     meta = {"allow_regex": ["(a+)+$", "keep"], "deny_regex": SIX_THOUSAND}
-    started = time.perf_counter()
+    started = time.process_time()
     assert not crawl_filters_allow(meta, "http://a.test/" + "a" * 5000 + "b")
     assert crawl_filters_allow(meta, "http://a.test/keep")
     assert not crawl_filters_allow(meta, "http://a.test/keep/p42x/")
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert not crawl_filters_allow({"allow_regex": ["(a)\\1"]}, "http://a.test/aa")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from scrapy.http import HtmlResponse
 from twisted.internet import defer
 
 from crawler.middlewares import MetaPassthroughMiddleware
-from crawler.pipelines import Deliveries, _page_event
+from crawler.pipelines import STALLED_AFTER, Deliveries, _page_event
 from utils.config.log import PER_PAGE
 from utils.frontier import fingerprint as fingerprints
 
@@ -116,3 +117,25 @@ def test_cached_fingerprints_equal_computed_ones_and_the_cache_stays_bounded(mon
     assert fingerprints.fingerprint("http://a.com/x", "POST", b"q=1") == fingerprints.canonical_fingerprint(
         "http://a.com/x", "POST", b"q=1"
     )
+
+
+def test_a_send_the_broker_leaves_unconfirmed_reports_kafka_down_before_the_producer_gives_up() -> None:
+    """The producer retries an unanswered send for its whole delivery timeout (2 minutes); health must
+    name Kafka as soon as one send has waited STALLED_AFTER, and clear once confirmations come again."""
+    scheduled = Scheduled()
+    deliveries = Deliveries(scheduled)
+    reported: list[bool] = []
+    deliveries._kafka_answers = lambda up: reported.append(up)  # type: ignore[method-assign]
+    early, late = defer.Deferred(), defer.Deferred()
+    deliveries.sent(early, now=100.0)
+    deliveries.sent(late, now=105.0)
+    assert not deliveries.stalled(now=100.0 + STALLED_AFTER)
+    assert deliveries.stalled(now=100.1 + STALLED_AFTER)
+    deliveries.delivered(early, "t", "m")  # the oldest confirmed: the next one has not waited long enough
+    assert not deliveries.stalled(now=100.1 + STALLED_AFTER)
+    deliveries.forget(late)
+    assert not deliveries.stalled(now=1000.0)
+    scheduled.run()
+    deliveries.sent(defer.Deferred(), now=time.monotonic() - STALLED_AFTER - 1)
+    deliveries.watch()  # what the pipeline's reactor loop calls every WATCH_EVERY
+    assert reported == [True, False]

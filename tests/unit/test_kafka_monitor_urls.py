@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from w3lib.url import canonicalize_url
 
 from kafka_monitor.urls import domain_and_fingerprint, url_refusal
-from utils.config.address_policy import AddressPolicy
+from utils.config.address_policy import AddressPolicy, fetched_url, literal_address
 from utils.config.settings import Settings
 from utils.frontier.domains import url_domain
-from utils.frontier.fingerprint import PLAIN_URL, canonical_fingerprint, fingerprint
+from utils.frontier.fingerprint import PLAIN_URL, canonical_fingerprint, canonical_url, fingerprint
 
 label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 host = st.lists(label, min_size=1, max_size=4).map(".".join)
@@ -47,6 +49,7 @@ def test_plain_urls_are_already_canonical(url: str) -> None:
 def test_fast_path_agrees_with_the_shared_functions(url: str, method: str, body: str | None) -> None:
     assert domain_and_fingerprint(url, method, body) == (url_domain(url), canonical_fingerprint(url, method, body))
     assert fingerprint(url, method, body) == canonical_fingerprint(url, method, body)
+    assert canonical_url(url) == canonicalize_url(url)  # a page's links are merged by it
 
 
 @pytest.mark.parametrize("url", ["http://example.com", "http://Example.com/", "http://a.com/?q=1", "http://a.com/x#y"])
@@ -81,10 +84,28 @@ ip_url = st.builds(
 )
 
 
+def parsed_refusal(policy: AddressPolicy, url: str) -> str | None:
+    """The policy's verdict the long way: every URL through safe_url_string and urlsplit."""
+    if policy.max_url_length and len(url) > policy.max_url_length:
+        return "url_length"
+    try:
+        parts = urlsplit(fetched_url(url))
+        host, _ = parts.hostname, parts.port
+    except ValueError:
+        return "scheme"
+    if policy.max_url_length and len(parts.geturl()) > policy.max_url_length:
+        return "url_length"
+    if parts.scheme not in policy.schemes:
+        return "scheme"
+    address = literal_address(host or "")
+    return None if address is None else policy.address_refusal(address)
+
+
 @settings(max_examples=400, deadline=None)
 @given(policies, st.one_of(plain_url, other_url, ip_url))
-def test_url_refusal_fast_path_agrees_with_the_policy(policy: AddressPolicy, url: str) -> None:
-    assert url_refusal(policy, url) == policy.url_refusal(url)
+def test_url_refusal_fast_path_agrees_with_the_parsed_verdict(policy: AddressPolicy, url: str) -> None:
+    assert url_refusal(policy, url) == policy.url_refusal(url) == parsed_refusal(policy, url)
+    assert policy.url_refusal(url) == parsed_refusal(policy, url)  # the second time from the host's memory
 
 
 def test_plain_urls_longer_than_the_limit_are_refused() -> None:

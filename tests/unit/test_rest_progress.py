@@ -128,3 +128,8 @@ def test_the_screen_redraws_in_place_on_a_terminal_and_appends_elsewhere() -> No
         screen.draw(["c", "d"])
     assert plain.getvalue() == "a\nb\nc\nd\n"
     assert tty.getvalue() == "\x1b[2Ka\n\x1b[2Kb\n\x1b[2F\x1b[2Kc\n\x1b[2Kd\n"
+
+
+def test_snapshot_counts_the_crawl_s_near_duplicates_for_the_dashboard() -> None:
+    assert progress.snapshot(reading(enqueued=5, crawled=5, near_duplicates=3), now=1010.0)["near_duplicates"] == 3
+    assert progress.snapshot(reading(enqueued=5, crawled=5), now=1010.0)["near_duplicates"] == 0

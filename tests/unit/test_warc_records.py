@@ -284,3 +284,12 @@ def test_the_robots_topic_keeps_pages_as_long_as_the_crawled_firehose() -> None:
     firehose = topic_configs(settings, settings.topic("crawled_firehose"))
     assert topic_configs(settings, settings.topic("robots_firehose")) == firehose
     assert "retention.ms" in firehose
+
+
+def test_an_extracted_page_s_metadata_record_carries_its_text_digest_and_simhash(tmp_path: Path) -> None:
+    text = "Héllo, main text."
+    records = written(tmp_path, [page(text=text, simhash="0123456789abcdef", links=[])])
+    assert [r["type"] for r in records] == ["warcinfo", "response", "request", "metadata"]
+    assert records[3]["payload"] == (f"extracted-text-digest: {sha1_digest(text.encode())}\r\n"
+                                     "extracted-text-simhash: 0123456789abcdef\r\n").encode()  # fmt: skip
+    assert records[3]["headers"]["WARC-Concurrent-To"] == records[1]["headers"]["WARC-Record-ID"]

@@ -99,12 +99,23 @@ def render(message: Any, args: argparse.Namespace) -> str:
     if isinstance(message, dict):
         if args.decode_base64 and isinstance(message.get("body"), str):
             message = {**message, "body": _decoded_body(message)}
+        if getattr(args, "markdown", False):
+            return markdown_of(message)
         if args.just_body:
             return str(message.get("body", ""))
         if args.no_body:
             message = {k: v for k, v in message.items() if k != "body"}
     indent = 2 if args.pretty else 0
     return ujson.dumps(message, indent=indent, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False)
+
+
+def markdown_of(message: dict[str, Any]) -> str:
+    """`dump --markdown`: a page's Markdown (a crawl's `extract`) under an HTML comment naming its URL."""
+    url = str(message.get("url", ""))
+    markdown = message.get("markdown")
+    if not isinstance(markdown, str):
+        return f"<!-- {url}: no markdown (the crawl did not ask for it, or its extraction failed) -->"
+    return f"<!-- {url} -->\n{markdown}\n"
 
 
 def _decoded_body(message: dict[str, Any]) -> str:

@@ -106,6 +106,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("-b", "--from-beginning", action="store_true")
         p.add_argument("-nb", "--no-body", action="store_true", help="leave out page bodies")
         p.add_argument("-jb", "--just-body", action="store_true", help="print only page bodies")
+        p.add_argument("--markdown", action="store_true", help="print only pages' Markdown (crawls with `extract`)")
         p.add_argument("-p", "--pretty", action="store_true")
         p.add_argument("-d", "--decode-base64", action="store_true", help="decode base64 bodies")
         p.add_argument("-n", "--max-messages", type=int, default=0, help="stop after N messages")

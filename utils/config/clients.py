@@ -18,6 +18,8 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from utils.config.errors import ConfigError, ShoalError
 from utils.config.settings import Settings
@@ -33,6 +35,7 @@ MESSAGE_OVERHEAD = 64 * 1024  # bytes a page message may exceed KAFKA_PRODUCER_M
 # every message would wait up to the full wait, so it keeps 50 ms.
 FETCH_MAX_WAIT_MS = 500  # Apache Kafka's own default
 TANSU_FETCH_MAX_WAIT_MS = 50
+CONSUMER_REQUEST_TIMEOUT_MS = 30000  # longest wait for any one broker answer to a consumer
 
 T = TypeVar("T")
 RedisClient = Any  # redis.Redis or redis.RedisCluster; both speak the same command API
@@ -50,6 +53,10 @@ def redis_client(settings: Settings, ping: bool = False, decode: bool = False) -
         "socket_connect_timeout": timeout,
         "decode_responses": decode,
         "encoding_errors": "replace",  # a decoding client reads bytes no one checked (a stream's values) as U+FFFD
+        # Never re-sent by the client: redis-py 6+ retries a timed-out command (10 times in 8.x), so a
+        # cut link held a caller for minutes, and a Lua script whose reply was lost ran again. One
+        # attempt bounded by the socket timeout; the caller's loop retries what it knows is safe.
+        "retry": Retry(NoBackoff(), 0),
         **redis_tls(settings),
     }
     client: RedisClient
@@ -187,6 +194,12 @@ def kafka_security(settings: Settings) -> dict[str, Any]:
 
 def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
     """A producer of raw bytes with Shoal's durability and batching settings."""
+    config = {**producer_config(settings), **overrides}
+    return _connected(settings, "producer", lambda: KafkaProducer(**config))
+
+
+def producer_config(settings: Settings) -> dict[str, Any]:
+    """kafka_producer's configuration (its timeouts are docs/reference/timeouts.md's table)."""
     acks: Any = settings.get_str("KAFKA_PRODUCER_ACKS")
     compression = settings.get_str("KAFKA_PRODUCER_COMPRESSION")
     config: dict[str, Any] = {
@@ -203,8 +216,7 @@ def kafka_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         "max_block_ms": 30000,
         **kafka_security(settings),
     }
-    config.update(overrides)
-    return _connected(settings, "producer", lambda: KafkaProducer(**config))
+    return config
 
 
 def fetch_max_wait_ms(settings: Settings) -> int:
@@ -216,6 +228,15 @@ def kafka_consumer(
     settings: Settings, topics: list[str], group_id: str | None, **overrides: Any
 ) -> KafkaConsumer:
     """A consumer of raw bytes; offsets are committed by the caller, never automatically."""
+    config = {**consumer_config(settings, group_id), **overrides}
+    consumer = _connected(settings, "consumer", lambda: KafkaConsumer(**config))
+    if topics:
+        subscribe(consumer, topics)
+    return consumer
+
+
+def consumer_config(settings: Settings, group_id: str | None) -> dict[str, Any]:
+    """kafka_consumer's configuration (its timeouts are docs/reference/timeouts.md's table)."""
     config: dict[str, Any] = {
         "bootstrap_servers": settings.get_list("KAFKA_HOSTS"),
         "group_id": group_id,
@@ -227,13 +248,12 @@ def kafka_consumer(
         "heartbeat_interval_ms": settings.get_int("KAFKA_CONSUMER_HEARTBEAT_MS"),
         "max_poll_interval_ms": settings.get_int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS"),
         "fetch_max_wait_ms": fetch_max_wait_ms(settings),
+        # A fetch, commit or join the broker never answers (a half-open link) fails after this long and
+        # the client reconnects; kafka-python's default is the same, named here so the table pins it.
+        "request_timeout_ms": CONSUMER_REQUEST_TIMEOUT_MS,
         **kafka_security(settings),
     }
-    config.update(overrides)
-    consumer = _connected(settings, "consumer", lambda: KafkaConsumer(**config))
-    if topics:
-        subscribe(consumer, topics)
-    return consumer
+    return config
 
 
 def subscribe(consumer: KafkaConsumer, topics: list[str], listener: Any = None, timeout: float = 10.0) -> None:
@@ -281,9 +301,14 @@ def topic_configs(settings: Settings, topic: str) -> dict[str, str]:
 
 def kafka_admin(settings: Settings) -> KafkaAdminClient:
     """An admin client (topic creation) with the same address and security as the others."""
-    config = {"bootstrap_servers": settings.get_list("KAFKA_HOSTS"), "request_timeout_ms": 10000}
-    config.update(kafka_security(settings))
+    config = kafka_admin_config(settings)
     return _connected(settings, "admin client", lambda: KafkaAdminClient(**config))
+
+
+def kafka_admin_config(settings: Settings) -> dict[str, Any]:
+    """kafka_admin's configuration (its timeout is docs/reference/timeouts.md's table)."""
+    config = {"bootstrap_servers": settings.get_list("KAFKA_HOSTS"), "request_timeout_ms": 10000}
+    return {**config, **kafka_security(settings)}
 
 
 def ensure_topics(settings: Settings, topics: list[str], partitions: int | None = None) -> None:

@@ -131,6 +131,17 @@ LINKS_PARSE_SECONDS_MAX = 3.0  # seconds; most time one page's link parse takes 
 RESPONSE_HEADERS_COUNT_MAX = 500  # headers; most response header lines a page keeps (the page flagged past it)
 RESPONSE_HEADERS_BYTES_MAX = 256 * 1024  # bytes; most bytes of header names and values a page keeps (flagged past it)
 
+# --- Extraction and near-duplicates (a crawl's `extract` and `near_duplicates`; docs/how-to/search-index.md) ---
+EXTRACT_DEFAULT: list[str] = []  # list of "text", "markdown", "metadata"; what every crawl extracts unasked
+EXTRACT_WORKERS = 1  # processes per crawler; extraction workers, started on the first page of a crawl that asks
+EXTRACT_SECONDS_MAX = 10.0  # seconds; most time one page's extraction takes (its worker is killed and replaced)
+EXTRACT_MEMORY_MAX = 1024  # MiB; address space of one extraction worker (a page past it fails alone, flagged)
+EXTRACT_BYTES_MAX = 8 * 1024 * 1024  # characters; most of a page handed to the extractor (the rest cut, flagged)
+NEAR_DUPLICATE_DISTANCE = 6  # bits of 64; SimHashes this close are near-duplicates (found surely within 4, mostly to 7)
+NEAR_DUPLICATE_FIRST_URLS = True  # bool; keep each text's first URL for `duplicate_of` (~100 B more per page)
+NEAR_DUPLICATE_TTL = 30 * 86400  # seconds; an app's near-duplicate index expires this long after its last new page
+NEAR_DUPLICATE_HOST_BUDGET = 50  # pages; near-duplicates of one host in a crawl after which its links are not followed
+
 # --- Sitemaps (a crawl's `sitemaps`, issue 31; docs/how-to/sitemaps.md) ------------------------
 SITEMAP_URLS_MAX = 50000  # entries; most URLs (or sitemaps of an index) kept from one sitemap file, the rest counted
 SITEMAP_BYTES_MAX = 50 * 1024 * 1024  # bytes; most XML read from one sitemap, after gzip decompression (rest counted)

@@ -18,6 +18,13 @@ from utils.config.redact import redact_dsn
 from utils.config.settings import Settings
 
 APPLICATION_NAME = "shoal"
+# libpq has no read timeout: a peer that vanished (no FIN) would hold a query forever. TCP keepalives
+# find a silent idle connection (10 s, then 3 probes 5 s apart: dead after ~25 s) and
+# tcp_user_timeout fails a write the peer never acknowledges (a COPY into a dead link) after 30 s.
+TCP_OPTIONS: dict[str, int] = {
+    "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+    "tcp_user_timeout": 30000,
+}  # fmt: skip
 
 
 def postgres_password(settings: Settings) -> str:
@@ -37,6 +44,7 @@ def postgres_conninfo(settings: Settings) -> str:
     extra: dict[str, str | int | None] = {
         "connect_timeout": max(settings.get_int("SINK_POSTGRES_CONNECT_TIMEOUT"), 2),  # libpq's minimum
         "application_name": APPLICATION_NAME,
+        **TCP_OPTIONS,
     }
     password = postgres_password(settings)
     if password:

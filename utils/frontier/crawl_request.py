@@ -29,7 +29,7 @@ KEPT_BY_KEYS = frozenset({"appid", "crawlid", "spiderid", "request_id", "ts"})
 CRAWL_LEVEL = (
     "maxdepth", "domain_max_pages", "allowed_domains", "allow_regex", "deny_regex", "deny_extensions",
     "expires", "useragent", "cookie", "attrs", "proxy", "proxy_labels", "dupefilter", "revisit", "sitemaps",
-    "ladder_of",
+    "ladder_of", "extract", "near_duplicates",
 )  # fmt: skip
 _HEAD = frozenset({"url", "curdepth", "priority", "attempt"})
 _NOT_EXTRA = KEPT_BY_KEYS | _HEAD | frozenset(CRAWL_LEVEL)

@@ -285,3 +285,20 @@ APPS_QUEUED = "shoal:apps:queued"  # HASH appid -> its requests waiting in the f
 APPS_FIGURES = "shoal:apps:figures"  # HASH appid -> JSON figures (pages/s, queued, share, ...) of the last refresh
 API_KEYS = "shoal:apikeys"  # HASH key id -> JSON {app, scopes, salt, hash, created}: REST API keys, hashed
 APPS_QUOTAS = "shoal:apps:quotas"  # HASH appid (or `\tdefault`) -> JSON quota: the ZooKeeper node's copy the edge reads
+
+
+# --- Near-duplicate index (utils/frontier/near_duplicates.py) -------------------------------------
+def near_duplicate_band(appid: str, band: int) -> str:
+    """HASH 2-byte band value -> the 8-byte SimHashes of the app's pages with that band, packed: one
+    of 5 band hashes. An app's index keys share the hash tag `{nd:<appid>}` (one script call, one slot)."""
+    return f"shoal:{{nd:{appid}}}:band:{band}"
+
+
+def near_duplicate_first(appid: str) -> str:
+    """HASH 8-byte SimHash -> the URL of the first page seen with it: what `duplicate_of` names."""
+    return f"shoal:{{nd:{appid}}}:first"
+
+
+def near_duplicate_hosts(appid: str, crawlid: str) -> str:
+    """HASH host -> near-duplicate pages the crawl got from it: the spider-trap guard's budget."""
+    return f"shoal:{{nd:{appid}}}:hosts:{crawlid}"

@@ -216,6 +216,7 @@ def snapshot(progress: Progress, tracker: RateTracker | None = None, now: float 
         "crawlid": progress.ref.crawlid,
         **{name: progress.count(name) for name in (*PENDING, "enqueued", *PAGES)},
         "dropped": progress.dropped,
+        "near_duplicates": progress.count("near_duplicates"),  # pages whose text was near one already seen
         "pending": progress.pending,
         "done": progress.settled,
         "percent": round(100.0 * progress.settled / progress.enqueued, 1) if progress.enqueued else 0.0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,10 @@ from utils.config.settings import Settings
 from utils.node.control import RPC_ERRORS, process_info, running_pid
 from utils.node.data_dirs import data_dirs
 from utils.node.layout import NodeLayout, command_layout, recorded_addresses
+from utils.observability.metrics.health import unreachable
 from utils.observability.metrics.publish import read_url, url_file
+
+REACH_TIMEOUT = 1.0  # seconds a process's /metrics has to answer `shoal status`
 
 
 def _uptime(info: dict[str, Any]) -> int:
@@ -53,6 +57,17 @@ def add_metrics_urls(rows: list[dict[str, Any]], layout: NodeLayout) -> list[dic
     return rows
 
 
+def add_unreachable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row with `unreachable`: the services its process reports it cannot reach (its
+    `shoal_dependency_up` samples at 0); None when it serves no metrics or they do not answer."""
+    for row in rows:
+        row["unreachable"] = None
+        if row.get("metrics_url"):
+            with contextlib.suppress(OSError, ValueError):
+                row["unreachable"] = unreachable(row["metrics_url"], REACH_TIMEOUT)
+    return rows
+
+
 def format_metrics(rows: list[dict[str, Any]]) -> str:
     """One line per process that serves metrics."""
     return "\n".join(f"  {row['name']:<24} {row['metrics_url']}" for row in rows if row.get("metrics_url"))
@@ -65,7 +80,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         pid = str(row["pid"]) if row["pid"] else "-"
         uptime = _clock(row["uptime"]) if row["state"] == "RUNNING" else row["description"]
-        lines.append(f"{row['name']:<{width}}  {row['state']:<9} {pid:>7}  {uptime}")
+        down = f"  cannot reach {', '.join(row['unreachable'])}" if row.get("unreachable") else ""
+        lines.append(f"{row['name']:<{width}}  {row['state']:<9} {pid:>7}  {uptime}{down}")
     return "\n".join(lines)
 
 
@@ -113,7 +129,7 @@ def status_command(settings: Settings, args: argparse.Namespace) -> int:
     if pid is None:
         return _not_running(settings, layout, args.json, f"no supervisord for {layout.pid_path}")
     try:
-        rows = add_metrics_urls(process_rows(process_info(layout)), layout)
+        rows = add_unreachable(add_metrics_urls(process_rows(process_info(layout)), layout))
     except RPC_ERRORS as exc:
         return _not_running(settings, layout, args.json, f"supervisord pid {pid} does not answer: {exc}")
     addresses = recorded_addresses(layout)

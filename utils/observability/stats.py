@@ -22,11 +22,13 @@ from typing import Any
 
 from utils.config.clients import RedisClient
 from utils.config.settings import Settings
+from utils.observability.metrics.record import unreachable_dependencies
 
 log = logging.getLogger(__name__)
 
 INDEX = "stats:index"  # ZSET stats base -> last write (unix seconds)
 HEARTBEATS = "stats:heartbeats"  # ZSET `<component>|<host>|<id>` -> last beat (unix seconds)
+UNREACHABLE = "stats:unreachable"  # HASH `<component>|<host>|<id>` -> services it cannot reach, comma-separated
 
 
 class StatsConfig:
@@ -130,12 +132,37 @@ def stat_bases(client: RedisClient, prefix: str) -> list[str]:
 def beat(client: RedisClient, component: str, host: str, process_id: str, ttl: int, key: str) -> None:
     """A heartbeat: Scrapy Cluster's key with a TTL, plus an entry in the heartbeat index."""
     now = time.time()
+    member = f"{component}|{host}|{process_id}"
+    down = unreachable_dependencies()
     pipe = client.pipeline(transaction=False)
     pipe.set(key, now, ex=ttl)
-    pipe.zadd(HEARTBEATS, {f"{component}|{host}|{process_id}": now})
+    pipe.zadd(HEARTBEATS, {member: now})
     pipe.zremrangebyscore(HEARTBEATS, "-inf", now - ttl)
     pipe.expire(HEARTBEATS, ttl)
+    if down:  # what the dashboard shows amber; a process that beats reaches Redis, so never "redis" here
+        pipe.hset(UNREACHABLE, member, ",".join(down))
+    else:
+        pipe.hdel(UNREACHABLE, member)
+    pipe.expire(UNREACHABLE, ttl)
     pipe.execute()
+
+
+def process_health(client: RedisClient, component: str, ttl: int, late_after: float) -> dict[str, Any]:
+    """A component's live processes that are not well: `unreachable` {service: how many processes
+    cannot reach it} and `late`, how many have not beaten for `late_after` s (they may not reach
+    Redis, where heartbeats go, so they cannot say so themselves)."""
+    now = time.time()
+    beats = client.zrangebyscore(HEARTBEATS, now - ttl, "+inf", withscores=True)
+    members = [_text(raw) for raw, _ in beats if _text(raw).startswith(f"{component}|")]
+    late = sum(1 for raw, score in beats if _text(raw).startswith(f"{component}|") and now - score > late_after)
+    services: Counter[str] = Counter()
+    for listed in client.hmget(UNREACHABLE, members) if members else []:
+        services.update(name for name in _text(listed or "").split(",") if name)
+    return {"unreachable": dict(sorted(services.items())), "late": late}
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def live_processes(client: RedisClient, component: str, ttl: int) -> dict[str, list[str]]:

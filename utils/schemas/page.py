@@ -60,6 +60,17 @@ class PageMessage(TypedDict, total=False):
     fingerprint: str  # a user's change fingerprint (e.g. price and stock): compared instead of the body
     sitemap: dict[str, Any]  # a sitemap's poll (crawler/sitemap_follow.py): kind, entries, queued, moved, counts
     revisit_hint: int  # seconds: the changefreq a sitemap gave the page (0 = never); a hint for the revisit loop
+    # Pages ready for search and LLM pipelines: with a crawl's `extract` / `near_duplicates` (crawler/extraction.py)
+    text: str  # the main content as plain text (navigation, footers, ads, cookie banners dropped)
+    markdown: str  # the main content as Markdown: headings, lists, links, tables, code kept
+    metadata: dict[str, Any]  # title, language, published, modified, authors, canonical_url, description, ...
+    simhash: str  # 16 hex digits: the 64-bit SimHash of `text`
+    extract_error: str  # extraction failed (timeout, memory, the extractor's error): the page arrives without it
+    extract_truncated: bool  # the page was longer than EXTRACT_BYTES_MAX: only its start was extracted
+    near_duplicate: bool  # the text is within NEAR_DUPLICATE_DISTANCE bits of a page the app already got
+    duplicate_of: str  # with near_duplicate: the URL of the first page of its cluster
+    cluster_id: str  # the SimHash of the first page of the cluster (its own for a first page)
+    kept_out: bool  # a near-duplicate of a crawl with near_duplicates "skip": no sink row, no links followed
 
 
 PAGE_FIELDS = frozenset(PageMessage.__annotations__)

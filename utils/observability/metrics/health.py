@@ -22,23 +22,34 @@ from utils.observability.metrics.server import url_for
 TIMEOUT = 3.0  # seconds for /metrics to answer
 
 
-def check(url: str, timeout: float = TIMEOUT) -> tuple[bool, str]:
-    """(healthy, why) from the `shoal_healthy` samples at `url`."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 - our own http URL
-            text = answer.read().decode("utf-8")
-    except (OSError, urllib.error.URLError) as exc:
-        return False, f"{url} does not answer: {exc}"
-    values = [
-        sample.value
+def _samples(url: str, name: str, timeout: float) -> list[tuple[dict[str, str], float]]:
+    """(labels, value) of every sample of family `name` at `url`; OSError when it does not answer."""
+    with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 - our own http URL
+        text = answer.read().decode("utf-8")
+    return [
+        (sample.labels, sample.value)
         for family in text_string_to_metric_families(text)
-        if family.name == "shoal_healthy"
+        if family.name == name
         for sample in family.samples
     ]
+
+
+def unreachable(url: str, timeout: float = TIMEOUT) -> list[str]:
+    """The services the process at `url` reports it cannot reach (`shoal_dependency_up` 0), sorted."""
+    return sorted(labels["dependency"] for labels, value in _samples(url, "shoal_dependency_up", timeout) if value < 1)
+
+
+def check(url: str, timeout: float = TIMEOUT) -> tuple[bool, str]:
+    """(healthy, why) from the `shoal_healthy` samples at `url`; an unhealthy one names the services."""
+    try:
+        values = [value for _, value in _samples(url, "shoal_healthy", timeout)]
+        down = unreachable(url, timeout) if values and min(values) < 1 else []
+    except (OSError, urllib.error.URLError) as exc:
+        return False, f"{url} does not answer: {exc}"
     if not values:
         return False, f"{url} has no shoal_healthy sample"
     if min(values) < 1:
-        return False, "unhealthy: a service this process needs does not answer (see shoal_dependency_up)"
+        return False, f"unhealthy: cannot reach {', '.join(down) or 'a service it needs'}"
     return True, "healthy"
 
 

@@ -14,6 +14,7 @@ from utils.observability.metrics.registry import (
     BLOCKS,
     CRAWLS_ENDED,
     DEAD_LETTERS,
+    DEPENDENCY_OUTAGES,
     DEPENDENCY_UP,
     DOWNLOAD_SECONDS,
     DROPPED,
@@ -58,10 +59,20 @@ def status_label(status: int | str | None) -> str:
 def set_dependency_up(dependency: str, up: bool) -> None:
     """Report whether a service (redis, kafka, zookeeper) answers; shoal_healthy follows all of them."""
     with STATE.lock:
+        went_down = not up and STATE.dependencies.get(dependency) is not False
         STATE.dependencies[dependency] = up
         healthy = all(STATE.dependencies.values())
-    DEPENDENCY_UP.labels(component(), LABELS("dependency", dependency)).set(1 if up else 0)
+    label = LABELS("dependency", dependency)
+    DEPENDENCY_UP.labels(component(), label).set(1 if up else 0)
+    if went_down:
+        DEPENDENCY_OUTAGES.labels(component(), label).inc()
     HEALTHY.labels(component()).set(1 if healthy else 0)
+
+
+def unreachable_dependencies() -> list[str]:
+    """The services this process last found not answering, sorted."""
+    with STATE.lock:
+        return sorted(name for name, up in STATE.dependencies.items() if not up)
 
 
 def is_healthy() -> bool:

@@ -73,6 +73,10 @@ DEPENDENCY_UP = Gauge(
     "shoal_dependency_up", "1 while the service answers this process, 0 while it does not",
     ["component", "dependency"], registry=REGISTRY,
 )  # fmt: skip
+DEPENDENCY_OUTAGES = Counter(
+    "shoal_dependency_outages_total", "Times the service stopped answering this process (each outage once)",
+    ["component", "dependency"], registry=REGISTRY,
+)  # fmt: skip
 HEALTHY = Gauge(
     "shoal_healthy", "1 when every service this process uses answers (process health)", ["component"],
     registry=REGISTRY,

@@ -1,0 +1,109 @@
+"""Main content, Markdown and metadata of a page (trafilatura + extruct), its SimHash, and the worker
+pool that bounds each page in time and memory."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from utils.demosite.duplicates import article
+from utils.extract.content import extract
+from utils.extract.pool import ExtractionPool, Job, Result
+from utils.extract.simhash import as_hex, distance, simhash
+from utils.frontier.near_duplicates import band_values
+
+ARTICLE = " ".join(f"Paragraph {i} of the story tells how the river {i} carried the boats downstream."
+                   for i in range(40))
+PAGE = f"""<!doctype html><html lang="fr"><head><title>River boats</title>
+<link rel="canonical" href="https://news.example/rivers/boats">
+<meta name="description" content="How rivers carry boats">
+<meta property="og:title" content="River boats"><meta property="article:modified_time" content="2026-03-02">
+<script type="application/ld+json">{{"@context": "https://schema.org", "@type": "NewsArticle",
+ "headline": "River boats", "author": {{"@type": "Person", "name": "Ada River"}},
+ "datePublished": "2026-03-01"}}</script>
+</head><body><nav><a href="/">Home</a> <a href="/news">News</a> <a href="/sport">Sport</a></nav>
+<div id="cookie-banner">We use cookies. Accept all cookies?</div>
+<article><h1>River boats</h1><h2>Downstream</h2><p>{ARTICLE}</p>
+<ul><li>first item of the list</li><li>second item of the list</li></ul>
+<table><tr><th>Boat</th><th>Length</th></tr><tr><td>Barge</td><td>40 m</td></tr></table>
+<p>See <a href="https://news.example/more">the follow-up story</a> for more.</p></article>
+<footer>Copyright 2026 News Example. All rights reserved. Privacy policy. Terms.</footer></body></html>"""
+
+
+def test_main_text_keeps_the_article_and_drops_navigation_footer_and_banner() -> None:
+    fields = extract(PAGE, "https://news.example/rivers/boats?utm_source=x", ("text", "markdown", "metadata"), True)
+    text = fields["text"]
+    assert "Paragraph 39 of the story" in text
+    assert "first item of the list" in text
+    assert "Copyright 2026" not in text
+    assert "Sport" not in text
+    markdown = fields["markdown"]
+    assert "## Downstream" in markdown or "# Downstream" in markdown
+    assert "- first item of the list" in markdown
+    assert "| Barge | 40 m |" in markdown
+    assert "[the follow-up story](https://news.example/more)" in markdown
+    assert len(fields["simhash"]) == 16
+
+
+def test_metadata_carries_title_language_dates_authors_canonical_and_structured_data() -> None:
+    meta = extract(PAGE, "https://news.example/rivers/boats", ("metadata",), False)["metadata"]
+    assert meta["title"] == "River boats"
+    assert meta["language"] == "fr"
+    assert meta["published"] == "2026-03-01"
+    assert meta["modified"] == "2026-03-02"
+    assert meta["authors"] == ["Ada River"]
+    assert meta["canonical_url"] == "https://news.example/rivers/boats"
+    assert meta["description"] == "How rivers carry boats"
+    assert meta["json_ld"][0]["@type"] == "NewsArticle"
+    assert meta["opengraph"]["og:title"] == "River boats"
+
+
+def test_only_the_kinds_asked_for_are_returned() -> None:
+    assert set(extract(PAGE, "https://news.example/", ("text",), False)) == {"text"}
+    assert set(extract(PAGE, "https://news.example/", (), True)) == {"simhash"}
+
+
+def test_a_page_without_content_gives_empty_text_not_an_error() -> None:
+    assert extract("", "https://news.example/", ("text", "markdown"), True) == {
+        "text": "", "markdown": "", "simhash": as_hex(0)}  # fmt: skip
+
+
+def test_simhash_is_near_for_small_edits_and_dates_and_far_for_other_texts() -> None:
+    text = "\n".join(article(1).paragraphs)  # ~700 words of prose
+    base = simhash(text)
+    assert simhash(text + "\nUpdated 2026-11-28 at 10:42.") == base  # words with digits and short lines: left out
+    words = text.split(" ")
+    edited = simhash(" ".join([*words[:100], "lighthouse", *words[101:]]))
+    assert distance(base, edited) <= 6
+    assert distance(base, simhash("\n".join(article(2).paragraphs))) > 10
+    assert band_values(0b1 << 13 | 0b101) == [b"\x00\x05", b"\x00\x01", b"\x00\x00", b"\x00\x00", b"\x00\x00"]
+
+
+def _run(pool: ExtractionPool, job: Job) -> Result:
+    got: list[Result] = []
+    done = threading.Event()
+    pool.submit(job, lambda result: (got.append(result), done.set()))
+    assert done.wait(120)
+    return got[0]
+
+
+@pytest.mark.timeout(300)
+def test_pool_answers_a_stalled_or_oversized_page_with_a_failure_and_goes_on() -> None:
+    """A page past its time kills its worker; a page past the memory bound fails alone; the next page works."""
+    pool = ExtractionPool(workers=1, seconds=20.0, memory=1024 * 1024 * 1024)
+    try:
+        good = _run(pool, Job(PAGE, "https://news.example/", ("text",), True))
+        assert good.error is None
+        assert "Paragraph 39" in good.fields["text"]
+        pool.seconds = 0.5  # the worker is warm; 20,000 paragraphs (5.8 MB) took 15 s here
+        hostile = "<html><body>" + "".join(f"<p>{f'word{i} ' * 30}</p>" for i in range(20_000)) + "</body></html>"
+        slow = _run(pool, Job(hostile, "https://hostile.example/", ("text", "markdown"), True))
+        assert slow.error == "timeout"
+        assert pool.replaced == 1
+        pool.seconds = 20.0
+        again = _run(pool, Job(PAGE, "https://news.example/", ("text",), False))
+        assert again.error is None
+        assert "Paragraph 39" in again.fields["text"]
+    finally:
+        pool.close()

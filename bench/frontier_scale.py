@@ -55,8 +55,8 @@ def fill(frontier: Frontier, domains: int, spider: str = SPIDER) -> None:
             domain = f"d{d}.bench.test"
             url = f"http://{domain}/page/{i}.html"
             record = crawl_request.to_record({"url": url, "appid": "bench", "crawlid": "scale", "spiderid": spider})
-            payload = crawl_request.encode(record)
-            batch.append(NewRequest(spider, domain, 1, "bench", "scale", payload, fingerprint(url)))
+            stored = crawl_request.encode(record)._asdict()
+            batch.append(NewRequest(spider, domain, 1, "bench", "scale", fingerprint=fingerprint(url), **stored))
             if len(batch) == 2000:
                 frontier.enqueue(batch)
                 batch = []

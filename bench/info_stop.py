@@ -36,8 +36,8 @@ def request(i: int, crawlid: str) -> NewRequest:
     url = f"http://www.{domain}/articles/section-{i % 97}/story-{i}.html"
     record = crawl_request.to_record({"url": url, "appid": "benchapp", "crawlid": crawlid, "spiderid": "link",
                                       "priority": 1 + i % 50, "maxdepth": 3, "curdepth": 1})  # fmt: skip
-    return NewRequest("link", domain, record["priority"], "benchapp", crawlid, crawl_request.encode(record), None,
-                      seed=True)  # fmt: skip
+    return NewRequest("link", domain, record["priority"], "benchapp", crawlid, fingerprint=None, seed=True,
+                      **crawl_request.encode(record)._asdict())  # fmt: skip
 
 
 def fill(frontier: Frontier, count: int, crawlid_of: Callable[[int], str]) -> float:

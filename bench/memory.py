@@ -30,8 +30,8 @@ def child(i: int) -> NewRequest:
     url = f"http://www.{domain}/articles/2026/11/section-{i % 97}/story-{i}.html"
     record = crawl_request.to_record({"url": url, "appid": "benchapp", "crawlid": "mem1", "spiderid": "link",
                                       "priority": -9, "maxdepth": 3, "curdepth": 1})
-    return NewRequest("link", domain, -9, "benchapp", "mem1",
-                      crawl_request.encode(record), fingerprint(url))
+    return NewRequest("link", domain, -9, "benchapp", "mem1", fingerprint=fingerprint(url),
+                      **crawl_request.encode(record)._asdict())
 
 
 def used(client: redis.Redis) -> int:

@@ -100,7 +100,7 @@ def enqueue(cluster: TestCluster, urls: list[str], spiderid: str, crawlid: str, 
         record = crawl_request.to_record({"url": url, "appid": "bench", "crawlid": crawlid, "spiderid": spiderid,
                                           "priority": 1, **fields})  # fmt: skip
         entries.append(NewRequest(spiderid=spiderid, domain=url_domain(url), priority=1, appid="bench",
-                                  crawlid=crawlid, payload=crawl_request.encode(record),
+                                  crawlid=crawlid, **crawl_request.encode(record)._asdict(),
                                   fingerprint=fingerprint(url), seed=True))  # fmt: skip
     Frontier.from_settings(cluster.settings, redis_client(cluster.settings)).enqueue(entries)
 

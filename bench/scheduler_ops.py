@@ -72,7 +72,8 @@ class Links:
         url = f"http://{domain}/articles/section-{i % 97}/story-{i}.html"
         record = crawl_request.to_record({"url": url, "appid": "bench", "crawlid": self.crawlid, "spiderid": SPIDER,
                                           "priority": -1, "maxdepth": 3, "curdepth": 1})  # fmt: skip
-        return NewRequest(SPIDER, domain, -1, "bench", self.crawlid, crawl_request.encode(record), fingerprint(url))
+        return NewRequest(SPIDER, domain, -1, "bench", self.crawlid, fingerprint=fingerprint(url),
+                          **crawl_request.encode(record)._asdict())
 
 
 def _cycle(frontier: Frontier, links: Links, held: list[Lease], tally: Tally) -> list[Lease]:

@@ -97,9 +97,9 @@ def new_request(
         record["cb_kwargs"] = request.cb_kwargs
     record = crawl_request.to_record(record)
     try:
-        payload = crawl_request.encode(record)
-    except (TypeError, OverflowError) as exc:
-        raise UnstorableRequest(f"{request.url}: cb_kwargs must be JSON values ({exc})") from None
+        stored = crawl_request.encode(record)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise UnstorableRequest(f"{request.url}: cb_kwargs and meta must be JSON values ({exc})") from None
     if fp is None and not request.dont_filter:
         fp = fingerprint(request.url, request.method, request.body)
     return NewRequest(
@@ -108,7 +108,8 @@ def new_request(
         priority=int(record["priority"]),
         appid=str(record["appid"]),
         crawlid=str(record["crawlid"]),
-        payload=payload,
+        payload=stored.payload,
+        profile=stored.profile,
         fingerprint=fp,
         max_pages=int(record.get("domain_max_pages") or 0),
         expires=int(record.get("expires") or 0),

@@ -200,7 +200,8 @@ class SitemapFollower:
         record = crawl_request.to_record(record)
         return NewRequest(
             spiderid=record["spiderid"], domain=domain, priority=record["priority"],
-            appid=str(record["appid"]), crawlid=str(record["crawlid"]), payload=crawl_request.encode(record),
+            appid=str(record["appid"]), crawlid=str(record["crawlid"]),
+            **crawl_request.encode(record)._asdict(),
             fingerprint=None if moved else fingerprint(url), max_pages=int(record.get("domain_max_pages") or 0),
             expires=int(record.get("expires") or 0), dupefilter=str(record.get("dupefilter") or ""),
         )  # fmt: skip

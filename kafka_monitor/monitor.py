@@ -285,7 +285,7 @@ class KafkaMonitor:
         delay = 0.1
         self.partitions.set_paused("redis", True)
         while True:
-            # Out of memory, loading, read-only, cluster moves: retried, nothing is dropped.
+            # Loading, read-only, cluster moves: retried, nothing is dropped (a full Redis: `_full`).
             event = (
                 "Redis refused the batch; kept, retrying"
                 if _refusal(error)
@@ -321,7 +321,8 @@ class KafkaMonitor:
                 retried = self._write_with_retry(single, stop, exc)
                 if retried is None:
                     single = batch.emptied()
-                    self.dispatcher.refuse(record, single, REFUSED, f"{type(exc).__name__}: {exc}")
+                    message = FRONTIER_FULL if _full(exc) else REFUSED
+                    self.dispatcher.refuse(record, single, message, f"{type(exc).__name__}: {exc}")
                     retried = []
                 written = retried
             statuses += written
@@ -359,12 +360,16 @@ class KafkaMonitor:
             set_dependency_up("partitions", False)
 
 
-# Refusals of Redis itself (retried); any other ResponseError is about what a message holds.
-_TRANSIENT = (redis.BusyLoadingError, OutOfMemoryError, redis.exceptions.NoScriptError,
+# Refusals of Redis itself (retried); any other ResponseError is about what a message holds. A full
+# Redis (maxmemory under noeviction) is not retried: each message it refuses is answered "frontier
+# full" and dead-lettered (replayable from the dead-letter topic), so ingestion and the answers of
+# the messages that still fit go on, and nothing is ever answered "queued" that was not stored.
+_TRANSIENT = (redis.BusyLoadingError, redis.exceptions.NoScriptError,
               redis.exceptions.ReadOnlyError, redis.exceptions.ClusterError, redis.exceptions.ClusterDownError,
               redis.exceptions.TryAgainError, redis.exceptions.MovedError, redis.exceptions.AskError,
               redis.exceptions.MasterDownError, redis.exceptions.NoPermissionError)  # fmt: skip
 REFUSED = "Redis refused the request"
+FRONTIER_FULL = "frontier full"
 
 
 def _poison(error: Exception) -> bool:
@@ -372,6 +377,11 @@ def _poison(error: Exception) -> bool:
     if isinstance(error, WriteRefused):
         return True
     return isinstance(error, redis.ResponseError) and not isinstance(error, _TRANSIENT)
+
+
+def _full(error: Exception) -> bool:
+    """Redis is at its maxmemory and refuses writes (the first write of a script call: nothing of it stored)."""
+    return isinstance(error, OutOfMemoryError)
 
 
 def _refusal(error: Exception) -> bool:

@@ -1,9 +1,9 @@
 """What a crawl has waiting in the frontier, read through its index: O(requests of the crawl).
 
 Scrapy Cluster scanned every queue of the spider and decoded every member for each info request
-(its issue #53: hours at 1M queued). Here the crawl's requests hash `<sid>:crawl:<appid>:<crawlid>:requests`
-holds exactly its requests (`<id><domain>` -> payload), so the cost is a few pipelined calls per
-5,000 of them.
+(its issue #53: hours at 1M queued). Here the crawl's domain index `<sid>:crawl:<appid>:<crawlid>:domains`
+names the hashes that hold exactly its requests (`...:requests:<domain>`, `<id>` -> payload), so the
+cost is a few pipelined calls per 5,000 of them.
 Pending means queued or waiting to retry; requests in flight are counted in the progress.
 """
 
@@ -15,10 +15,12 @@ from typing import Any
 
 from utils.config.clients import RedisClient
 from utils.frontier import crawl_request, keys, progress
+from utils.frontier.fingerprint import false_drop_now
 from utils.frontier.progress import CrawlRef
 from utils.frontier.shards import Shards
 
-CHUNK = 5000  # members per ZMSCORE call and HSCAN page
+CHUNK = 5000  # members per ZMSCORE call, domains per SSCAN page
+DOMAINS_PER_CALL = 500  # requests hashes read per pipeline (~100 requests each)
 
 
 @dataclass
@@ -49,10 +51,16 @@ def pending_by_domain(client: RedisClient, ref: CrawlRef, shards: Shards | None 
             continue
         members: dict[str, list[str]] = defaultdict(list)  # domain -> queue members
         payloads: dict[str, str] = {}  # `<domain>\t<member>` -> stored request
-        for field, payload in client.hscan_iter(keys.crawl_requests(sid, ref.appid, ref.crawlid), count=CHUNK):
-            request_id, domain = field[: crawl_request.ID_DIGITS], field[crawl_request.ID_DIGITS :]
-            members[domain].append(request_id + code)
-            payloads[f"{domain}\t{request_id}{code}"] = payload
+        domains = list(client.sscan_iter(keys.crawl_domains(sid, ref.appid, ref.crawlid), count=CHUNK))
+        for start in range(0, len(domains), DOMAINS_PER_CALL):
+            chunk = domains[start : start + DOMAINS_PER_CALL]
+            pipe = client.pipeline(transaction=False)
+            for domain in chunk:
+                pipe.hgetall(keys.crawl_requests(sid, ref.appid, ref.crawlid, domain))
+            for domain, stored in zip(chunk, pipe.execute(), strict=True):
+                for request_id, payload in stored.items():
+                    members[domain].append(request_id + code)
+                    payloads[f"{domain}\t{request_id}{code}"] = payload
         not_queued = _add_queued(client, sid, members, found)
         _add_delayed(client, sid, not_queued, payloads, found)
     return dict(found)
@@ -112,3 +120,36 @@ def crawl_view(client: RedisClient, ref: CrawlRef, shards: Shards | None = None)
 
 def _chunks(items: list[Any]) -> list[list[Any]]:
     return [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
+
+
+def dupefilter_view(client: RedisClient, ref: CrawlRef, shards: Shards | None = None) -> dict[str, Any]:
+    """Which dupefilter a crawl has now and its expected error (`info`): `exact` (8-byte fingerprints,
+    false drops ~n/2^64, taken as 0) or `bloom` once past DUPEFILTER_EXACT_MAX (lua/lib/seen.lua),
+    with `seen` URLs and `false_drop_rate`, the chance that a new URL is dropped as seen (the
+    worst shard's on a Redis Cluster; a fixed-size Bloom filter, mode bloom, has no count: None)."""
+    mode, seen, worst = "exact", 0, 0.0
+    for tag in (shards or Shards.for_client(client)).tags:
+        sid = tag + ref.spiderid
+        pipe = client.pipeline(transaction=False)
+        pipe.scard(keys.dupefilter(sid, ref.crawlid))
+        pipe.hgetall(keys.dupefilter_stages(sid, ref.crawlid))
+        pipe.exists(keys.bloom_dupefilter(sid, ref.crawlid))
+        exact, state, fixed = pipe.execute()
+        state = {_text(k): int(v) for k, v in state.items()}
+        stages = [(state[f"m{i}"], state[f"k{i}"], _held(state, i)) for i in range(state.get("n", 0))]
+        seen += int(exact) + sum(held for _, _, held in stages)
+        if stages or fixed:
+            mode = "bloom"
+        worst = max(worst, false_drop_now(stages))
+        if fixed and not stages:
+            return {"mode": "bloom", "seen": None, "false_drop_rate": None}
+    return {"mode": mode, "seen": seen, "false_drop_rate": float(f"{worst:.3g}")}
+
+
+def _held(state: dict[str, int], stage: int) -> int:
+    """URLs in a stage: the newest says (`a`); an older one is full (lua/lib/seen.lua opens a stage then)."""
+    return state.get("a", 0) if stage == state["n"] - 1 else state[f"c{stage}"]
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

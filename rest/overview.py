@@ -15,7 +15,7 @@ from rest import pushback
 from rest.apps_view import apps_view
 from rest.gateway import Gateway
 from utils.config.clients import RedisClient
-from utils.frontier import keys
+from utils.frontier import keys, memory
 from utils.frontier.shards import Shards, spider_shards
 from utils.observability import stats
 from utils.proxies.pool import ProxyPool, group_health
@@ -57,7 +57,15 @@ def build(gw: Gateway) -> dict[str, Any]:
         "renderers": renderers(gw.redis, now, gw.settings.get_int("HEARTBEAT_TIMEOUT")),
         "pushback": alert_card(gw, queues["spiders"]),
         "apps": apps_view(gw)["apps"],
+        "memory": redis_memory_card(gw.redis, sum(c[n] for c in crawls for n in ("queued", "inflight", "retrying"))),
     }
+
+
+def redis_memory_card(redis: RedisClient, requests: int) -> dict[str, Any]:
+    """Redis's memory against its limit, and per request the frontier holds (issue 41)."""
+    found = memory.redis_memory(redis)
+    return {"used": found.used, "limit": found.limit, "policy": found.policy,
+            "bytes_per_request": memory.per_request(found, requests)}  # fmt: skip
 
 
 def proxy_cards(gw: Gateway, now: float) -> dict[str, list[dict[str, Any]]]:

@@ -193,7 +193,7 @@ class CrawlHandler:
             priority=record["priority"],
             appid=record["appid"],
             crawlid=record["crawlid"],
-            payload=crawl_request.encode(record),
+            **crawl_request.encode(record)._asdict(),
             fingerprint=None if message.get("refetch") else fp,  # a revisit is not a duplicate
             max_pages=0 if message.get("refetch") else message["domain_max_pages"] or 0,
             seed=True,

@@ -99,7 +99,7 @@ def _request_of(record: dict[str, Any]) -> NewRequest | None:
         priority=int(stored.get("priority", 1)),
         appid=stored.get("appid") or record["appid"],
         crawlid=stored.get("crawlid") or record["crawlid"],
-        payload=crawl_request.encode(stored),
+        **crawl_request.encode(stored)._asdict(),
         fingerprint=None,
         seed=True,
     )

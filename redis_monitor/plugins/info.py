@@ -53,6 +53,7 @@ class InfoMonitor:
             total_domains=len(view["domains"]),
             domains=view["domains"],
             progress=crawl_info.progress_view(self.redis, ref, self.shards),
+            dupefilter=crawl_info.dupefilter_view(self.redis, ref, self.shards),
         )
         del answer["action"]  # Scrapy Cluster's info answers carry no "action"
         expires = self.redis.get(keys.timeout(*_parts(ref)))

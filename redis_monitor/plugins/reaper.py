@@ -21,6 +21,7 @@ from utils.frontier.scripts import source
 from utils.observability.metrics import record_dead_letter, record_leases_reaped
 
 log = logging.getLogger(__name__)
+REAPED_FIELDS = 6  # values per settled lease in reap.lua's reply
 
 
 class ReaperMonitor:
@@ -62,10 +63,11 @@ class ReaperMonitor:
         args = [tag + spiderid, self.batch, self.retry_times, self.state_ttl]
         flat = self.script(keys=[keys.shard_route(tag)], args=args)
         dead = []
-        for i in range(0, len(flat), 5):
-            status, domain, member, payload, crawl = flat[i : i + 5]
+        for i in range(0, len(flat), REAPED_FIELDS):
+            status, domain, member, payload, crawl, profile = flat[i : i + REAPED_FIELDS]
             appid, _, crawlid = crawl.partition("\t")
-            request = crawl_request.from_record(crawl_request.restore(payload, spiderid, appid, crawlid, member))
+            stored = crawl_request.restore(payload, profile, spiderid, appid, crawlid, member)
+            request = crawl_request.from_record(stored)
             fields = {
                 "spiderid": spiderid,
                 "domain": domain,
@@ -81,7 +83,7 @@ class ReaperMonitor:
             else:
                 log.info("Lease expired; request re-queued", extra=fields)
         self._dead_letter(dead)
-        settled = len(flat) // 5
+        settled = len(flat) // REAPED_FIELDS
         record_leases_reaped(spiderid, settled)
         if dead:
             record_dead_letter("lease_expired", len(dead))

@@ -143,6 +143,12 @@ function renderQueues(data) {
     box.replaceChildren(el("div", { class: "muted" }, "No queued requests."));
   }
   setText("spiders", data.queues.spiders.map((s) => `${s.spiderid}: ${fmt(s.domains)} domains with work, ${fmt(s.inflight)} in flight`).join(" · "));
+  const m = data.memory;
+  if (m) {
+    const limit = m.limit ? ` of ${fmt(Math.round(m.limit / 1048576))} MiB (${Math.round((100 * m.used) / m.limit)} %)` : " (no maxmemory)";
+    const each = m.bytes_per_request === null ? "" : ` · ${fmt(Math.round(m.bytes_per_request))} B per stored request`;
+    setText("memory", `Redis: ${fmt(Math.round(m.used / 1048576))} MiB${limit}${each}${m.policy === "noeviction" ? "" : ` · policy ${m.policy} may evict frontier keys`}`);
+  }
 }
 
 function renderErrors(data) {

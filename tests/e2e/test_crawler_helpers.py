@@ -27,7 +27,7 @@ def seed(cluster: TestCluster, url: str, **fields: Any) -> None:
     record = crawl_request.to_record(message)
     entry = NewRequest(
         spiderid=record["spiderid"], domain=url_domain(url), priority=record["priority"],
-        appid=record["appid"], crawlid=record["crawlid"], payload=crawl_request.encode(record),
+        appid=record["appid"], crawlid=record["crawlid"], **crawl_request.encode(record)._asdict(),
         fingerprint=fingerprint(url, record.get("method", "GET"), record.get("body")),
         max_pages=record.get("domain_max_pages") or 0, seed=True,
     )  # fmt: skip

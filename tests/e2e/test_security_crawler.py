@@ -44,7 +44,7 @@ def enqueue_unchecked(cluster: TestCluster, url: str, crawlid: str, domain: str)
                                          "crawlid": crawlid})  # fmt: skip
     record = crawl_request.to_record({**message, "url": url})
     entry = NewRequest(spiderid="link", domain=domain, priority=record["priority"], appid="testapp",
-                       crawlid=crawlid, payload=crawl_request.encode(record), fingerprint=None, max_pages=0,
+                       crawlid=crawlid, **crawl_request.encode(record)._asdict(), fingerprint=None, max_pages=0,
                        seed=True)  # fmt: skip
     assert Frontier.from_settings(cluster.settings, redis_client(cluster.settings)).enqueue([entry]) == ["queued"]
 

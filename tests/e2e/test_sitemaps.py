@@ -9,7 +9,6 @@ what was queued: the crawl's `enqueued` counter, the sitemaps' page messages, th
 from __future__ import annotations
 
 import gzip
-import json
 import time
 from collections import Counter
 from typing import Any
@@ -40,7 +39,7 @@ def feed(cluster: TestCluster, url: str, crawlid: str, **fields: Any) -> None:
     record = crawl_request.to_record(message)
     entry = NewRequest(
         spiderid="link", domain=url_domain(url), priority=record["priority"], appid="testapp", crawlid=crawlid,
-        payload=crawl_request.encode(record), seed=True,
+        **crawl_request.encode(record)._asdict(), seed=True,
         fingerprint=None if message.get("refetch") else fingerprint(url),
     )  # fmt: skip
     frontier = Frontier.from_settings(cluster.settings, redis_client(cluster.settings))
@@ -62,8 +61,11 @@ def wait_for_polls(firehose: Any, url: str, count: int, timeout: float = 40) -> 
 def stored_urls(cluster: TestCluster, crawlid: str) -> Counter[str]:
     """URL -> how many requests of the crawl hold it (queued or in flight)."""
     client = redis_client(cluster.settings)
-    payloads = client.hvals(keys.crawl_requests("link", "testapp", crawlid))
-    return Counter(json.loads(p)["url"] for p in payloads)
+    found: Counter[str] = Counter()
+    for domain in client.smembers(keys.crawl_domains("link", "testapp", crawlid)):
+        payloads = client.hvals(keys.crawl_requests("link", "testapp", crawlid, domain.decode()))
+        found.update(crawl_request.decode(p)["url"] for p in payloads)
+    return found
 
 
 @pytest.mark.slow

@@ -30,8 +30,8 @@ def new(url: str, domain: str, priority: int = 1, crawlid: str = "c1", seed: boo
     record = crawl_request.to_record(
         {"url": url, "appid": "app", "crawlid": crawlid, "spiderid": "link", "priority": priority}
     )
-    return NewRequest("link", domain, priority, "app", crawlid, crawl_request.encode(record),
-                      fingerprint(url), seed=seed, **kw)  # fmt: skip
+    return NewRequest("link", domain, priority, "app", crawlid, fingerprint=fingerprint(url), seed=seed,
+                      **crawl_request.encode(record)._asdict(), **kw)  # fmt: skip
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def test_pop_leases_and_ack_settles_exactly_once(frontier: Frontier, redis_db: r
     assert frontier.ack([Ack.of(leases[0])]) == ["unknown"]
     counts = progress(redis_db)
     assert (counts["queued"], counts["inflight"], counts["crawled"], counts["failed"]) == (1, 0, 1, 1)
-    assert redis_db.hlen(in_shard(redis_db, keys.crawl_requests("link", "app", "c1"), "a.com")) == 1
+    assert redis_db.hlen(in_shard(redis_db, keys.crawl_requests("link", "app", "c1", "a.com"), "a.com")) == 1
 
 
 def test_a_throttled_domain_yields_to_a_lower_priority_one_and_spends_hits_only_on_pops(

@@ -18,7 +18,8 @@ from utils.frontier.types import SLOT_SLACK
 
 pytestmark = pytest.mark.integration
 
-SAMPLES = {"spiderid": "{0.3}link", "domain": "a.example.com", "appid": "app", "crawlid": "c-1", "prefix": "link:"}
+SAMPLES = {"spiderid": "{0.3}link", "domain": "a.example.com", "appid": "app", "crawlid": "c-1", "prefix": "link:",
+           "stage": "3"}
 PREFIXES = ["", "link:", "{0.3}link:", "1.2.3.4:", "link:1.2.3.4:", "2001:db8::1:", "link:2001:db8::1:"]
 
 

@@ -83,7 +83,8 @@ def test_expired_and_refused_children_are_dropped_and_counted(frontier: Frontier
 def test_expiry_is_read_from_a_seed_payload_when_not_given(frontier: Frontier) -> None:
     record = crawl_request.to_record({"url": "http://a.com/p", "appid": "app", "crawlid": "c1", "spiderid": "link",
                                       "priority": 1, "expires": int(time.time()) - 1})  # fmt: skip
-    child = NewRequest("link", "a.com", 1, "app", "c1", crawl_request.encode(record), fingerprint("http://a.com/p"))
+    child = NewRequest("link", "a.com", 1, "app", "c1", fingerprint=fingerprint("http://a.com/p"),
+                       **crawl_request.encode(record)._asdict())
     assert frontier.enqueue([child]) == ["expired"]
 
 
@@ -179,8 +180,8 @@ def test_bloom_dupefilter_is_under_2_bytes_per_url_at_its_false_positive_rate(re
 def test_a_crawl_picks_bloom_mode_in_its_request(frontier: Frontier, redis_db: redis.Redis) -> None:
     record = crawl_request.to_record({"url": "http://a.com/", "appid": "app", "crawlid": "pick", "spiderid": "link",
                                       "priority": 1, "dupefilter": "bloom"})  # fmt: skip
-    seed = NewRequest("link", "a.com", 1, "app", "pick", crawl_request.encode(record), fingerprint("http://a.com/"),
-                      seed=True)  # fmt: skip
+    seed = NewRequest("link", "a.com", 1, "app", "pick", fingerprint=fingerprint("http://a.com/"), seed=True,
+                      **crawl_request.encode(record)._asdict())  # fmt: skip
     assert frontier.enqueue([seed]) == ["queued"]
     assert redis_db.exists(in_shard(redis_db, keys.bloom_dupefilter("link", "pick"), "a.com"))
     assert not redis_db.exists(in_shard(redis_db, keys.dupefilter("link", "pick"), "a.com"))

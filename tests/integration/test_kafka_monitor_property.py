@@ -249,4 +249,5 @@ def test_no_message_stops_ingestion_and_a_valid_request_behind_it_is_queued(
     assert not slowest, f"messages slower than {PER_MESSAGE_LIMIT * 1000:.0f} ms: {slowest[:3]}"
     assert counted[0] >= MESSAGES_PER_RUN
     r = redis_client(cluster.settings)
-    assert r.hlen(in_shard(r, keys.crawl_requests("link", "propapp", "valid"), "127.0.37.9")) == counted[1]
+    requests = keys.crawl_requests("link", "propapp", "valid", "127.0.37.9")
+    assert r.hlen(in_shard(r, requests, "127.0.37.9")) == counted[1]

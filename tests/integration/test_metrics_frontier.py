@@ -15,6 +15,7 @@ from tests.support.services import wait_until
 from utils.config.clients import ensure_topics, kafka_consumer
 from utils.config.settings import Settings
 from utils.frontier import keys
+from utils.frontier.memory import redis_memory
 from utils.frontier.metrics import FrontierCollector, register_frontier_collector, unregister_frontier_collector
 from utils.observability.metrics import REGISTRY, update_consumer_lag
 from utils.observability.metrics.registry import STATE
@@ -71,6 +72,8 @@ def test_the_frontier_is_read_per_spider_with_the_largest_backlogs(redis_db: red
     assert found[("shoal_live_crawls", ())] == 2
     assert found[("shoal_jobs_pending", ())] == 1
     assert found[("shoal_jobs_lag", ())] == 2
+    used = redis_memory(redis_db).used  # the whole Redis (every test database) over the 16 requests held here
+    assert used / 16 * 0.5 < found[("shoal_frontier_bytes_per_request", ())] <= used / 16 * 1.5
 
 
 @pytest.mark.single_redis  # the scan limit is per shard: one shard makes the partial reading predictable

@@ -16,7 +16,7 @@ from tests.integration.test_redis_monitor_helpers import (
     seed,
 )
 from tests.support.cluster import TestCluster
-from tests.support.frontier_keys import in_shard, progress_hash, shard_sum
+from tests.support.frontier_keys import in_shard, progress_hash, shard_sum, stored_count
 from utils.config.clients import redis_client
 from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy, crawl_request, keys, stored_requests
 
@@ -45,8 +45,9 @@ def delay_lowest(r, domain: str, priority: int) -> None:
     record = stored_requests.read(r, "link", domain, member)
     r.zrem(in_shard(r, keys.queue("link", domain), domain), member)
     r.zadd(in_shard(r, keys.delayed("link"), domain), {f"{domain}\t{member}": time.time() + 60})
-    requests = in_shard(r, keys.crawl_requests("link", record["appid"], record["crawlid"]), domain)
-    r.hset(requests, member[:16] + domain, crawl_request.encode({**record, "priority": priority}))
+    requests = in_shard(r, keys.crawl_requests("link", record["appid"], record["crawlid"], domain), domain)
+    profile_id = crawl_request.profile_id(r.hget(requests, member[:16]))
+    r.hset(requests, member[:16], profile_id + crawl_request.encode({**record, "priority": priority}).payload)
     progress = in_shard(r, keys.crawl_progress("link", record["appid"], record["crawlid"]), domain)
     r.hincrby(progress, "queued", -1)
     r.hincrby(progress, "retrying", 1)
@@ -74,7 +75,8 @@ def test_info_of_a_crawl_reports_its_pending_requests_and_progress(cluster, fron
 
     answer = got[first["uuid"]]
     assert set(answer) == {"uuid", "total_pending", "server_time", "appid", "crawlid", "spiderid",
-                           "total_domains", "domains", "expires", "progress"}  # fmt: skip
+                           "total_domains", "domains", "expires", "progress", "dupefilter"}  # fmt: skip
+    assert answer["dupefilter"] == {"mode": "exact", "seen": answer["dupefilter"]["seen"], "false_drop_rate": 0.0}
     assert (answer["appid"], answer["crawlid"], answer["spiderid"]) == ("testapp", "ABC123", "link")
     assert answer["total_pending"] == 4
     assert answer["total_domains"] == 2
@@ -124,7 +126,7 @@ def test_stop_purges_exactly_the_crawls_requests_and_refuses_its_children(cluste
     assert set(answer) == {"action", "spiderid", "appid", "crawlid", "total_purged", "uuid", "server_time"}
     assert (answer["action"], answer["total_purged"]) == ("stop", 5)  # 3 queued, 1 delayed, 1 in flight
     assert shard_sum(r, "zcard", keys.inflight("link")) == shard_sum(r, "zcard", keys.delayed("link")) == 0
-    assert shard_sum(r, "exists", keys.crawl_requests("link", "testapp", "ABC123")) == 0
+    assert shard_sum(r, "exists", keys.crawl_domains("link", "testapp", "ABC123")) == 0
     assert r.exists(in_shard(r, keys.queue("link", "b.org"), "b.org")) == 0
     assert r.zscore(in_shard(r, keys.heads("link"), "b.org"), "b.org") is None
     ((left, score),) = r.zrange(
@@ -132,7 +134,7 @@ def test_stop_purges_exactly_the_crawls_requests_and_refuses_its_children(cluste
     )  # a domain both share
     assert score == -5.0
     assert stored_requests.read(r, "link", "a.com", left)["crawlid"] == "other"
-    assert shard_sum(r, "hlen", keys.crawl_requests("link", "testapp", "other")) == 3
+    assert stored_count(r, "link", "testapp", "other") == 3
     assert r.exists(keys.timeout("link", "testapp", "ABC123")) == 0
     until = r.zscore(in_shard(r, keys.stopped("link"), "a.com"), "testapp||ABC123")
     assert 3500 < until - time.time() <= 3600
@@ -141,8 +143,8 @@ def test_stop_purges_exactly_the_crawls_requests_and_refuses_its_children(cluste
     assert (progress["dropped_stopped"], progress["finished"] > "0") == ("5", True)
     assert frontier.ack([Ack.of(lease)]) == ["unknown"]  # the spider's late ack counts nothing
     record = {"url": "http://127.0.38.1/c", "appid": "testapp", "crawlid": "ABC123", "spiderid": "link", "priority": 1}
-    payload = crawl_request.encode(crawl_request.to_record(record))
-    child = NewRequest("link", "127.0.38.1", 1, "testapp", "ABC123", payload, b"12345678")
+    stored = crawl_request.encode(crawl_request.to_record(record))._asdict()
+    child = NewRequest("link", "127.0.38.1", 1, "testapp", "ABC123", fingerprint=b"12345678", **stored)
     assert frontier.enqueue([child]) == ["blacklist"]
 
 
@@ -176,8 +178,8 @@ def test_an_expired_crawl_is_purged_and_announced_once(cluster, frontier, topic_
     assert [m for m in outbound.messages if m.get("action") == "expired"] == [answer]
     assert answer == {"action": "expired", "appid": "testapp", "crawlid": "other", "spiderid": "link",
                       "total_expired": 3, "server_time": answer["server_time"]}  # fmt: skip
-    assert shard_sum(r, "hlen", keys.crawl_requests("link", "testapp", "other")) == 0
-    assert shard_sum(r, "hlen", keys.crawl_requests("link", "testapp", "ABC123")) == 5
+    assert stored_count(r, "link", "testapp", "other") == 0
+    assert stored_count(r, "link", "testapp", "ABC123") == 5
     assert progress_hash(r, "link", "testapp", "other").get("dropped_expired") == "3"
     assert r.zscore(in_shard(r, keys.stopped("link"), "a.com"), "testapp||other") is not None
 

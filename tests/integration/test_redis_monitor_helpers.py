@@ -42,8 +42,8 @@ def seed(
         record = crawl_request.to_record(
             {"url": url, "appid": appid, "crawlid": crawlid, "spiderid": spiderid, "priority": priority}
         )
-        payload = crawl_request.encode(record)
-        requests.append(NewRequest(spiderid, domain, priority, appid, crawlid, payload, None, seed=True))
+        stored = crawl_request.encode(record)._asdict()
+        requests.append(NewRequest(spiderid, domain, priority, appid, crawlid, fingerprint=None, seed=True, **stored))
     return frontier.enqueue(requests)
 
 

@@ -14,7 +14,7 @@ from tests.integration.test_redis_monitor_helpers import (
 )
 from tests.support.cluster import TestCluster
 from tests.support.frontier_keys import first_shard, in_shard, progress_hash, shard_sum
-from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy, crawl_request, dead_letters, keys
+from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy, crawl_request, dead_letters, keys, stored_requests
 
 pytestmark = pytest.mark.integration
 
@@ -26,16 +26,17 @@ ATTRS = {"attempt": 9, "tags": [], "deep": {"list": [1, 2.5]}}  # must survive t
 def queue_one(frontier: Frontier, crawlid: str, url: str = "http://a.com/page") -> None:
     request = {"url": url, "appid": "app", "crawlid": crawlid, "spiderid": "link", "priority": 7,
                "attrs": ATTRS, "deny_extensions": []}  # fmt: skip
-    payload = crawl_request.encode(crawl_request.to_record(request))
-    assert frontier.enqueue([NewRequest("link", "a.com", 7, "app", crawlid, payload, None, seed=True)]) == ["queued"]
+    stored = crawl_request.encode(crawl_request.to_record(request))._asdict()
+    assert frontier.enqueue([NewRequest("link", "a.com", 7, "app", crawlid, seed=True, **stored)]) == ["queued"]
 
 
 def stored(frontier: Frontier) -> dict:
     ((member, _),) = frontier.client.zrange(
         in_shard(frontier.client, keys.queue("link", "a.com"), "a.com"), 0, -1, withscores=True
     )
-    requests = in_shard(frontier.client, keys.crawl_requests("link", "app", "r1"), "a.com")
-    return crawl_request.decode(frontier.client.hget(requests, member[:16] + "a.com"))
+    record = stored_requests.read(frontier.client, "link", "a.com", member)
+    assert record is not None
+    return record
 
 
 def progress(frontier: Frontier, crawlid: str) -> dict[str, str]:
@@ -72,13 +73,14 @@ def test_expired_leases_are_requeued_then_dead_lettered_after_retry_times(
             assert r.zscore(in_shard(r, keys.queue("link", "a.com"), "a.com"), lease.request_id) == -7
             counts = progress(frontier, "r1")
             assert (counts["queued"], counts["inflight"], counts["reaped"]) == ("1", "0", str(attempt))
-            assert shard_sum(r, "hlen", keys.crawl_requests("link", "app", "r1")) == 1
+            assert shard_sum(r, "hlen", keys.crawl_requests("link", "app", "r1", "a.com")) == 1
         (lease,) = frontier.pop("link", 1, OPEN).leases
         drive(monitor, lambda: progress(frontier, "r1").get("dead") == "1")
         (page,) = pages.wait_for(lambda got: len(got) >= 1, timeout=15)
         (letter,) = letters.wait_for(lambda got: len(got) >= 1, timeout=15)
         finished = drive(monitor, lambda: finished_in(outbound))
-    assert shard_sum(r, "exists", keys.crawl_requests("link", "app", "r1")) == 0
+    assert shard_sum(r, "exists", keys.crawl_domains("link", "app", "r1")) == 0
+    assert shard_sum(r, "exists", keys.crawl_requests("link", "app", "r1", "a.com")) == 0
     assert (page["success"], page["url"], page["attempt"], page["attrs"]) == (False, "http://a.com/page", 2, ATTRS)
     assert "lease expired 3 times" in page["exception"]
     assert (page["appid"], page["crawlid"], page["request_id"]) == ("app", "r1", lease.record["request_id"])
@@ -143,7 +145,7 @@ def test_dead_letters_are_listed_replayed_and_purged(cluster: TestCluster, front
     with running_monitor(cluster, **FAST) as monitor:
         listed = action("dead-letters")
         replayed = action("replay-dead-letters")
-        requeued = r.hgetall(in_shard(r, keys.crawl_requests("link", "app", "d1"), "b.com"))
+        requeued = r.hgetall(in_shard(r, keys.crawl_requests("link", "app", "d1", "b.com"), "b.com"))
         dead_letters.store(r, dead_letters.record({"url": "http://b.com/x", "appid": "app", "crawlid": "d1",
                                                    "spiderid": "link"}, "boom", None, 1, "crawler"))  # fmt: skip
         purged = action("purge-dead-letters")

@@ -318,6 +318,8 @@ def test_the_dashboard_page_its_files_and_its_data(http: httpx.Client, r: redis.
     assert data["processes"]["kafka-monitor"]["count"] >= 1
     assert len(data["chart"]) >= 1
     assert {"running", "pages_per_sec", "queued", "crawled", "failed"} <= set(data["totals"])
+    assert data["memory"]["used"] > 0 and data["memory"]["policy"] == "noeviction"  # noqa: PT018
+    assert {"limit", "bytes_per_request"} <= set(data["memory"])
 
 
 def test_the_dashboard_shows_live_render_processes_only(http: httpx.Client, r: redis.Redis) -> None:

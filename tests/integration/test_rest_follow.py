@@ -79,10 +79,13 @@ def test_render_crawls_shows_running_crawls_with_bars(cluster: TestCluster) -> N
     write_progress(r, "statusapp", "run1", enqueued=10, crawled=5, queued=5)
     write_progress(r, "statusapp", "run2", enqueued=4, inflight=4)
     write_progress(r, "statusapp", "done1", enqueued=3, crawled=3)
-    table = progress.render_crawls(cluster.settings).splitlines()
+    memory, *table = progress.render_crawls(cluster.settings).splitlines()
+    assert memory.startswith("redis: ")
+    assert "B per stored request" in memory
     assert table[0] == "crawls: 2 running, 1 finished recently"
     assert sorted(line.split()[0] for line in table[1:]) == ["statusapp/run1", "statusapp/run2"]
     assert any("50.0%" in line and "█" in line for line in table[1:])
+    assert all("B of Redis per request" in line for line in table[1:])
 
 
 @pytest.mark.single_redis  # a redis-server of its own, stopped and started

@@ -56,3 +56,14 @@ def first_shard(client: Any, key: str) -> str:
 def shard_sum(client: Any, command: str, key: str) -> int:
     """A numeric command (zcard, hlen, exists, ...) of `key` added up over every shard's copy."""
     return sum(int(getattr(client, command)(tag + key) or 0) for tag in Shards.for_client(client).tags)
+
+
+def stored_count(client: Any, spiderid: str, appid: str, crawlid: str) -> int:
+    """How many requests a crawl has stored (queued, delayed, in flight), over its domain index and shards."""
+    total = 0
+    for tag in Shards.for_client(client).tags:
+        sid = tag + spiderid
+        for domain in client.smembers(keys.crawl_domains(sid, appid, crawlid)):
+            name = domain.decode() if isinstance(domain, bytes) else domain
+            total += client.hlen(keys.crawl_requests(sid, appid, crawlid, name))
+    return total

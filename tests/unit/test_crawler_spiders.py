@@ -98,7 +98,8 @@ def lease_of(**fields) -> Lease:
     record = crawl_request.to_record({"appid": "app", "crawlid": "c1", "spiderid": "link", "priority": 7, **fields})
     member = "0005e4a1b2c3d0001"  # a 16-digit request id, then crawl code 1
     stored = crawl_request.encode(record)
-    return Lease("link", "a.com", member, crawl_request.restore(stored, "link", "app", "c1", member))
+    restored = crawl_request.restore("1" + stored.payload, stored.profile, "link", "app", "c1", member)
+    return Lease("link", "a.com", member, restored)
 
 
 def test_a_seed_keeps_its_method_headers_body_proxy_cookie_and_useragent() -> None:
@@ -126,8 +127,9 @@ def test_a_child_stores_the_crawl_fields_its_step_and_the_reason_to_refuse_it() 
     assert (entry.domain, entry.priority, entry.expires, entry.dupefilter, entry.drop) == (
         "b.com", 3, 1999999999, "bloom", "blacklist",
     )  # fmt: skip
-    stored = json.loads(entry.payload)
-    assert stored["step"] == 2
+    stored = crawl_request.decode(entry.payload, entry.profile)
+    assert (stored["step"], stored["expires"], stored["curdepth"]) == (2, 1999999999, 2)
+    assert json.loads(entry.profile) == {"dupefilter": "bloom", "expires": 1999999999}  # the crawl's, kept once
     assert "download_latency" not in stored
     assert new_request(Request("http://b.com/y", meta={"appid": "a", "crawlid": "c"}, dont_filter=True),
                        spider()).fingerprint is None  # fmt: skip

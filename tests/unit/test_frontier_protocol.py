@@ -25,15 +25,16 @@ def test_a_pop_call_fills_every_argv_pop_lua_names_in_order() -> None:
 
 def test_a_pop_reply_decodes_its_header_and_drops_rows_whose_crawl_is_gone() -> None:
     record = crawl_request.to_record({"url": "http://a.com/", "appid": "app", "crawlid": "c1", "spiderid": "link"})
-    payload = crawl_request.encode(record)
+    payload = "3" + crawl_request.encode(record).payload  # the enqueue script writes the profile id in front
     member = "0000000000000001" + "1"
-    gone = [b"b.com", b"00000000000000021", b"", b"", 0]  # its crawl's payload is gone
-    flat = [b"250", b"2", b"-1", b"a.com", member.encode(), payload, b"app\tc1", 1, *gone]
+    gone = [b"b.com", b"00000000000000021", b"", b"", 0, b""]  # its crawl's payload is gone
+    flat = [b"250", b"2", b"-1", b"a.com", member.encode(), payload.encode(), b"app\tc1", 1, b'{"maxdepth":2}', *gone]
     assert (len(flat) - HEADER_SIZE) % ROW_SIZE == 0
     popped = decode_pop("link", "", flat)
     assert [(lease.domain, lease.member, lease.record["crawlid"], lease.level) for lease in popped.leases] == [
         ("a.com", f"a.com\t{member}", "c1", 1)
     ]
+    assert (popped.leases[0].record["maxdepth"], popped.leases[0].record["url"]) == (2, "http://a.com/")
     assert (popped.retry_after, popped.denied, popped.best_left) == (0.25, 2, -1.0)
     assert decode_pop("link", "", [-1, 0, ""]).retry_after is None
 

@@ -77,7 +77,7 @@ def test_a_re_ranked_plugin_is_tried_first() -> None:
 def test_a_crawl_request_becomes_one_stored_request_with_defaults() -> None:
     batch = run(CRAWL)
     (request,) = batch.requests
-    record = crawl_request.from_record(crawl_request.decode(request.payload))
+    record = crawl_request.from_record(crawl_request.decode(request.payload, request.profile))
     assert (request.spiderid, request.domain, request.priority) == ("link", "127.0.37.11", 90)
     assert record["maxdepth"] == 2 and record["spiderid"] == "link" and record["expires"] == 0  # noqa: PT018
     assert request.offset == 0 and request.seed and request.fingerprint  # noqa: PT018
@@ -93,7 +93,7 @@ def test_a_crawl_request_with_uuid_is_acknowledged_and_expires_adds_the_timeout_
 
 def test_the_stored_request_leaves_out_what_the_frontier_keys_say() -> None:
     (entry,) = run(CRAWL).requests
-    stored = crawl_request.decode(entry.payload)
+    stored = crawl_request.decode(entry.payload, entry.profile)
     assert not set(stored) & crawl_request.KEPT_BY_KEYS  # crawl, request id and ts: named by keys
     assert (entry.appid, entry.crawlid, entry.spiderid, stored["url"]) == ("testapp", "abc123", "link", CRAWL["url"])
 
@@ -200,7 +200,7 @@ def test_shoals_crawl_additions_are_stored_and_dont_filter_skips_the_dupefilter(
     extra = {"method": "POST", "headers": {"X-Api": "1"}, "body": "q=1", "proxy": "http://proxy:3128",
              "dont_filter": True, "attrs": {"k": "v"}}  # fmt: skip
     (request,) = run({**CRAWL, **extra}).requests
-    record = crawl_request.decode(request.payload)
+    record = crawl_request.decode(request.payload, request.profile)
     assert {k: record[k] for k in extra} == extra
     assert request.fingerprint is None
 

@@ -44,8 +44,12 @@ def test_redis_argv_persists_to_an_append_only_file_in_the_data_dir(tmp_path: Pa
         "--appendfsync": "everysec",
         "--save": "",
         "--databases": "1024",
+        "--maxmemory": "2gb",
+        "--maxmemory-policy": "noeviction",  # a full frontier refuses writes, never evicts a queue or a lease
+        "--hash-max-listpack-value": "1024",
     }
     assert data_dir.is_dir()
+    assert _options(redis_argv(6399, data_dir, "512mb"))["--maxmemory"] == "512mb"
 
 
 def test_redis_argv_makes_a_relative_data_dir_absolute(

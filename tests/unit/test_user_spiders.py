@@ -239,12 +239,12 @@ def test_a_callback_and_its_cb_kwargs_travel_through_the_frontier_and_unstorable
                       meta={"appid": "a", "crawlid": "c"})  # fmt: skip
     entry = new_request(request, spider)
     assert entry is not None
-    record = crawl_request.restore(entry.payload, "kwargs", "a", "c", "0" * 16)
+    record = crawl_request.restore(entry.payload, entry.profile, "kwargs", "a", "c", "0" * 16)
     lease = Lease(spiderid="kwargs", domain="127.18.0.1", request_id="0" * 16, record=record)
     again = request_from_lease(lease, spider)
     assert again.callback == spider.parse_product
     assert again.cb_kwargs == {"category": "tea", "rank": 2}
-    with pytest.raises(UnstorableRequest, match="cb_kwargs must be JSON values"):
+    with pytest.raises(UnstorableRequest, match="cb_kwargs and meta must be JSON values"):
         new_request(Request("http://127.18.0.1/p/2", cb_kwargs={"when": object()}, meta={"appid": "a"}), spider)
 
 

@@ -92,7 +92,9 @@ GLOBAL_PAGE_PER_DOMAIN_LIMIT_TIMEOUT = 600  # seconds; idle expiry of that count
 DOMAIN_MAX_PAGE_TIMEOUT = 600  # seconds; idle expiry of the domain_max_pages counter
 CRAWL_STATE_TIMEOUT = 86400  # seconds; idle expiry of a crawl's progress and index keys
 HEARTBEAT_TIMEOUT = 120  # seconds; TTL of every process heartbeat key
-DUPEFILTER_MODE = "exact"  # exact or bloom; a crawl's dupefilter unless its request says "dupefilter"
+DUPEFILTER_MODE = "auto"  # auto, exact or bloom; a crawl's dupefilter unless its request says "dupefilter"
+DUPEFILTER_EXACT_MAX = 100_000  # URLs; mode auto keeps this many of a crawl exactly (~55 B each), then Bloom stages
+DUPEFILTER_FALSE_DROP = 1e-6  # ratio; mode auto: highest chance that a new URL is dropped as already seen
 DUPEFILTER_BLOOM_CAPACITY = 1_000_000  # URLs; how many URLs of one crawl a Bloom dupefilter is sized for
 DUPEFILTER_BLOOM_ERROR_RATE = 0.001  # ratio; false-positive rate of a Bloom dupefilter at capacity
 THROTTLE_PAUSE_MAX = 600.0  # seconds; longest cluster-wide hold-back of a domain (Retry-After, Crawl-delay)
@@ -299,6 +301,7 @@ RUN_DIR = ".shoal/run"  # directory of a node's supervisord, logs, pids and serv
 SERVICE_DATA_ROOT = "/var/lib/shoal"  # directory; as root, data of services that run as another user (PostgreSQL)
 LOCAL_SERVICES = "kafka,redis,zookeeper"  # local services `shoal up` starts on the ports above; "none"
 LOCAL_KAFKA = "apache"  # the local broker: "apache" (Apache Kafka, `make kafka`) or "tansu" (in-memory)
+LOCAL_REDIS_MAXMEMORY = "2gb"  # Redis units (`512mb`, `2gb`; `0` = no limit); the local Redis refuses writes beyond it
 
 # --- Sink: results into PostgreSQL (`shoal sink`) ----------------------------------------------
 SINK_POSTGRES_DSN = "postgresql://shoal@127.0.0.1:5432/shoal"  # libpq URL or key=value string, no password in it

@@ -75,3 +75,38 @@ def _next_prime(n: int) -> int:
     while any(candidate % d == 0 for d in range(3, math.isqrt(candidate) + 1, 2)):
         candidate += 2
     return candidate
+
+
+# --- The self-sizing dupefilter (DUPEFILTER_MODE auto; lua/lib/seen.lua) ---------------------------
+STAGE_MAX = 64_000_000  # URLs per Bloom stage at most: a stage stays well under Redis's 512 MB string limit
+
+
+def stage_shape(exact_max: int, false_drop: float, stage: int) -> tuple[int, int, int]:
+    """(bits, hash functions, capacity) of Bloom stage `stage` of a crawl that went past `exact_max`
+    exact fingerprints: stage i holds exact_max * 2^i URLs (at most STAGE_MAX) at a false-positive
+    rate of false_drop / 2^(i+2), so a new URL checked against every stage is dropped with a
+    probability below false_drop / 2 whatever the number of stages (half the bound: double hashing and
+    rounded hash counts put a filter ~8 % above its textbook rate, measured) (a scalable Bloom filter, Almeida et
+    al. 2007). lua/lib/seen.lua computes the same shapes."""
+    capacity = min(exact_max * 2**stage, STAGE_MAX)
+    bits, hashes = bloom_size(capacity, false_drop / 2 ** (stage + 2))
+    return bits, hashes, capacity
+
+
+def stages_for(exact_max: int, false_drop: float, urls: int) -> list[tuple[int, int, int]]:
+    """The stages a crawl of `urls` URLs ends with (none while it stays under `exact_max`)."""
+    shapes: list[tuple[int, int, int]] = []
+    left = urls - exact_max
+    while left > 0:
+        shapes.append(stage_shape(exact_max, false_drop, len(shapes)))
+        left -= shapes[-1][2]
+    return shapes
+
+
+def false_drop_now(stages: list[tuple[int, int, int]]) -> float:
+    """Chance that a new URL is taken for a seen one, given each stage's (bits, hashes, URLs held):
+    1 - prod(1 - (1 - e^(-k n / m))^k), the standard Bloom estimate per stage."""
+    new = 1.0
+    for bits, hashes, held in stages:
+        new *= 1 - (1 - math.exp(-hashes * held / bits)) ** hashes
+    return 1 - new

@@ -21,9 +21,28 @@ def queue(spiderid: str, domain: str) -> str:
     return f"{spiderid}:{domain}:queue"
 
 
-def crawl_requests(spiderid: str, appid: str, crawlid: str) -> str:
-    """HASH `<request id><domain>` -> stored request JSON, for every queued, delayed and in-flight
-    request of one crawl: its payloads and its index at once (O(crawl) info and stop)."""
+def crawl_requests(spiderid: str, appid: str, crawlid: str, domain: str) -> str:
+    """HASH request id (16 hex digits) -> stored request (utils/frontier/crawl_request.py) of one crawl's
+    queued, delayed and in-flight requests on one domain. A domain's share of a crawl is small enough
+    for Redis's listpack encoding (~100 B a request instead of ~180 in one crawl-wide hash table)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:requests:{domain}"
+
+
+def crawl_domains(spiderid: str, appid: str, crawlid: str) -> str:
+    """SET of the domains where a crawl has stored requests (`crawl_requests`): the crawl's index, so
+    info and stop cost O(requests of the crawl)."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:domains"
+
+
+def crawl_profiles(spiderid: str, appid: str, crawlid: str) -> str:
+    """HASH profile id (hex) -> JSON of crawl-level fields (attrs, regexes, cookie, maxdepth, ...) that
+    the crawl's stored requests share and name by that id; `#<sha1 of the JSON>` -> its id; `#` counts ids."""
+    return f"{spiderid}:crawl:{appid}:{crawlid}:profiles"
+
+
+def legacy_crawl_requests(spiderid: str, appid: str, crawlid: str) -> str:
+    """HASH `<request id><domain>` -> request JSON: where an older Shoal kept a crawl's requests, read only
+    by utils/frontier/upgrade.py, which moves them into `crawl_requests`."""
     return f"{spiderid}:crawl:{appid}:{crawlid}:requests"
 
 
@@ -214,6 +233,17 @@ def shard_route(tag: str) -> str:
 def rest_poll(uuid: str) -> str:
     """String: an answer the REST gateway keeps for `/poll` (with a TTL, unlike Scrapy Cluster)."""
     return f"rest:poll:{uuid}"
+
+
+def dupefilter_stages(spiderid: str, crawlid: str) -> str:
+    """HASH of a crawl's self-sizing dupefilter past its exact part (DUPEFILTER_MODE auto,
+    lua/lib/seen.lua): `n` stages, `a` URLs in the newest, each stage's `m<i>` bits, `k<i>` hashes, `c<i>` capacity."""
+    return f"{spiderid}:dupefilter:{crawlid}:stages"
+
+
+def dupefilter_stage(spiderid: str, crawlid: str, stage: str | int) -> str:
+    """Bitmap of Bloom stage `stage` of a crawl's self-sizing dupefilter; idle expiry as the exact one."""
+    return f"{spiderid}:dupefilter:{crawlid}:stage:{stage}"
 
 
 def bloom_dupefilter(spiderid: str, crawlid: str) -> str:

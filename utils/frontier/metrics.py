@@ -24,6 +24,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from utils.config.settings import Settings
 from utils.frontier import keys
+from utils.frontier.memory import RedisMemory, per_request, redis_memory
 from utils.frontier.shards import Shards, spider_shards
 from utils.observability.metrics.cached import CachedReading
 from utils.observability.metrics.registry import LABELS, REGISTRY
@@ -52,6 +53,11 @@ class FrontierReading:
     crawls: int
     jobs_pending: int | None  # delivered to a redis monitor, not acknowledged
     jobs_lag: int | None  # not yet delivered (Redis >= 7)
+    memory: RedisMemory | None = None  # Redis's memory figures at the reading
+
+    def stored(self) -> int:
+        """Requests the frontier holds: queued, in flight and waiting to retry, of every spider."""
+        return sum(s.queued + s.inflight + s.retrying for s in self.spiders.values())
 
 
 def _text(value: bytes | str) -> str:
@@ -113,7 +119,7 @@ def read_frontier(client: RedisClient, top_n: int, scan_limit: int, shards: Shar
             top=heapq.nlargest(top_n, (b for b in backlogs if b[0] > 0)), truncated=truncated,
         )  # fmt: skip
     pending, lag = _jobs(client)
-    return FrontierReading(readings, int(replies[-1]), pending, lag)
+    return FrontierReading(readings, int(replies[-1]), pending, lag, redis_memory(client))
 
 
 def _families() -> dict[str, GaugeMetricFamily]:
@@ -134,7 +140,9 @@ def _families() -> dict[str, GaugeMetricFamily]:
         "crawls": gauge("shoal_live_crawls", "Crawls in the crawl registry"),
         "pending": gauge("shoal_jobs_pending", "Jobs delivered to a redis monitor and not acknowledged"),
         "lag": gauge("shoal_jobs_lag", "Jobs not yet delivered to any redis monitor"),
-    }
+        "per_request": gauge("shoal_frontier_bytes_per_request",
+                             "Redis used_memory per request the frontier holds (queued, in flight, retrying)"),
+    }  # fmt: skip
 
 
 def _spider_samples(families: dict[str, GaugeMetricFamily], spiders: dict[str, SpiderReading], top_n: int) -> None:
@@ -204,6 +212,9 @@ class FrontierCollector(Collector):
                 families["pending"].add_metric([], reading.jobs_pending)
             if reading.jobs_lag is not None:
                 families["lag"].add_metric([], reading.jobs_lag)
+            each = per_request(reading.memory, reading.stored()) if reading.memory else None
+            if each is not None:
+                families["per_request"].add_metric([], each)
         yield from families.values()
 
 

@@ -28,7 +28,7 @@ from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settleme
 
 __all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
-DUPEFILTER_MODES = ("exact", "bloom")
+DUPEFILTER_MODES = ("auto", "exact", "bloom")
 WAKE_TTL = 60  # seconds a wake-up token waits for a crawler (lua/lib/wake.lua: WAKE_TTL)
 T = TypeVar("T")
 
@@ -45,9 +45,11 @@ class Frontier:
         global_page_limit: int = 0,
         global_page_timeout: int = 600,
         lease_timeout: float = 15.0,
-        dupefilter_mode: str = "exact",
+        dupefilter_mode: str = "auto",
         bloom: tuple[int, int] = (14_377_619, 10),
         shards: Shards | None = None,
+        exact_max: int = 100_000,
+        false_drop: float = 1e-6,
     ) -> None:
         if dupefilter_mode not in DUPEFILTER_MODES:
             raise ValueError(f"dupefilter mode {dupefilter_mode!r} is not one of {DUPEFILTER_MODES}")
@@ -57,6 +59,7 @@ class Frontier:
         self.lease_timeout = lease_timeout
         self.state_timeout = state_timeout
         self.round_trips = 0
+        self.exact_max, self.false_drop = exact_max, false_drop  # mode auto (lua/lib/seen.lua)
         self._planners: dict[str, PopPlanner] = {}  # spiderid -> which shards its pops go to
         self._enqueue_head = [
             dupefilter_timeout,
@@ -83,6 +86,8 @@ class Frontier:
                 settings.get_int("DUPEFILTER_BLOOM_CAPACITY"), settings.get_float("DUPEFILTER_BLOOM_ERROR_RATE")
             ),
             shards=Shards.from_settings(settings),
+            exact_max=settings.get_int("DUPEFILTER_EXACT_MAX"),
+            false_drop=settings.get_float("DUPEFILTER_FALSE_DROP"),
         )
 
     # --- enqueue ---------------------------------------------------------------------------------
@@ -340,8 +345,14 @@ class Frontier:
             return list(pipe.execute())
 
     def _enqueue_argv(self, tag: str, requests: Sequence[NewRequest], places: list[int], batch_us: str) -> list[Any]:
-        groups = ([*r.argv(tag), place] for r, place in zip(requests, places, strict=True))
-        return self._flat([*self._enqueue_head, batch_us], groups)
+        """enqueue.lua's ARGV: the head, each distinct profile once, then one group per request."""
+        profiles: dict[str, int] = {}  # profile JSON -> its number in this call (1, 2, ...)
+        groups = []
+        for request, place in zip(requests, places, strict=True):
+            number = profiles.setdefault(request.profile, len(profiles) + 1) if request.profile else 0
+            groups.append([*request.argv(tag), place, number])
+        head = [*self._enqueue_head, batch_us, self.exact_max, self.false_drop, len(profiles), *profiles]
+        return self._flat(head, groups)
 
     @staticmethod
     def _tagged(items: Sequence[T], tag_of: Callable[[T], str]) -> Iterable[tuple[str, list[T], list[int]]]:

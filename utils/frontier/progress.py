@@ -260,18 +260,25 @@ def format_line(snap: dict[str, Any]) -> str:
 def render_crawls(settings: Settings, now: float | None = None) -> str:
     """The running crawls of the cluster as lines with progress bars (`shoal status`)."""
     now = time.time() if now is None else now
+    from utils.frontier import memory  # `shoal status` only
+
     client = redis_client(settings)
+    shards = Shards.from_settings(settings)
     try:
         refs = live_crawls(client, now - settings.get_int("CRAWL_STATE_TIMEOUT"))
-        progresses = [p for p in read_many(client, refs, Shards.from_settings(settings)) if p is not None]
+        progresses = [p for p in read_many(client, refs, shards) if p is not None]
+        running = [p for p in progresses if not p.finished]
+        sizes = {p.ref: memory.crawl_bytes(client, p.ref, shards) for p in running}
+        lines = [memory.describe(memory.redis_memory(client), sum(p.pending for p in progresses))]
     except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as exc:
         return f"crawls: unknown, Redis does not answer ({exc})"
     finally:
         client.close()
-    running = [p for p in progresses if not p.finished]
     finished = len(progresses) - len(running)
-    lines = [f"crawls: {len(running)} running, {finished} finished recently"]
-    lines.extend("  " + format_line(snapshot(p, now=now)) for p in running)
+    lines.append(f"crawls: {len(running)} running, {finished} finished recently")
+    for p in running:
+        own = f" · {sizes[p.ref] / p.pending:,.0f} B of Redis per request" if p.pending else ""
+        lines.append("  " + format_line(snapshot(p, now=now)) + own)
     return "\n".join(lines)
 
 

@@ -51,6 +51,7 @@ class PoppedRow(NamedTuple):
     payload: bytes | str  # the stored request ('' when its crawl's payload is gone)
     crawl: str  # `<appid>\t<crawlid>` ('' = unknown)
     level: int  # the domain's ladder level when its throttle hit was spent (keys.ladder_levels)
+    profile: bytes | str  # the JSON of its crawl-level fields ('' = none)
 
 
 HEADER_SIZE = len(PopHeader._fields)
@@ -65,11 +66,12 @@ def decode_pop(spiderid: str, tag: str, flat: list[Any]) -> Popped:
     received = time.time()
     leases = []
     for i in range(HEADER_SIZE, len(flat), ROW_SIZE):
-        row = PoppedRow(text(flat[i]), text(flat[i + 1]), flat[i + 2], text(flat[i + 3]), int(flat[i + 4]))
+        row = PoppedRow(text(flat[i]), text(flat[i + 1]), flat[i + 2], text(flat[i + 3]), int(flat[i + 4]),
+                        flat[i + 5])
         if not (row.payload and row.crawl):
             continue
         appid, _, crawlid = row.crawl.partition("\t")
-        record = crawl_request.restore(row.payload, spiderid, appid, crawlid, row.member)
+        record = crawl_request.restore(row.payload, row.profile, spiderid, appid, crawlid, row.member)
         leases.append(Lease(spiderid, row.domain, row.member, record, tag, received, row.level))
     wait = None if header.wait_ms < 0 else header.wait_ms / 1000
     return Popped(leases, wait, header.denied, float(header.best) if header.best else None)

@@ -1,7 +1,8 @@
 """Reading the frontier's stored requests by queue member (tools, tests and answers).
 
 A queue member is a request id (16 hex digits) followed by its crawl's code; the code names the
-crawl (`<sid>:crawl_names`), whose requests hash holds the payload under `<id><domain>`.
+crawl (`<sid>:crawl_names`), whose requests hash of the domain holds the payload under `<id>`, and
+whose profiles hash its crawl-level fields (utils/frontier/crawl_request.py).
 """
 
 from __future__ import annotations
@@ -31,11 +32,20 @@ def read(client: RedisClient, spiderid: str, domain: str, member: str | bytes) -
     crawl = crawl_of(client, prefix, member)
     if crawl is None:
         return None
-    field = member[: crawl_request.ID_DIGITS] + domain
-    payload = client.hget(keys.crawl_requests(prefix, *crawl), field)
+    payload = client.hget(keys.crawl_requests(prefix, *crawl, domain), member[: crawl_request.ID_DIGITS])
     if payload is None:
         return None
-    return crawl_request.restore(payload, spiderid, crawl[0], crawl[1], member)
+    return crawl_request.restore(payload, profile(client, prefix, *crawl, payload), spiderid, *crawl, member)
+
+
+def profile(client: RedisClient, spiderid: str, appid: str, crawlid: str, payload: str | bytes) -> str | None:
+    """The JSON of the crawl-level fields a stored request names (None = none); `spiderid` with its
+    shard's tag in front on a Redis Cluster."""
+    pid = crawl_request.profile_id(payload)
+    if not pid:
+        return None
+    found = client.hget(keys.crawl_profiles(spiderid, appid, crawlid), pid)
+    return None if found is None else _text(found)
 
 
 def _text(value: str | bytes) -> str:

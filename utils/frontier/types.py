@@ -17,10 +17,11 @@ from utils.frontier import crawl_request
 
 @dataclass(frozen=True)
 class NewRequest:
-    """A request to queue: where it goes, the filters it passes, and its stored JSON.
+    """A request to queue: where it goes, the filters it passes, and its stored form
+    (`crawl_request.encode`: the per-request payload and the crawl-level `profile` JSON).
 
-    `expires`, `dupefilter` and `dont_filter` are read from the payload when left at None (the
-    kafka monitor's seeds); `drop` refuses the request with that reason, counted in the same call.
+    `expires`, `dupefilter` and `dont_filter` are read from the stored form when left at None;
+    `drop` refuses the request with that reason, counted in the same call.
     """
 
     spiderid: str
@@ -38,12 +39,13 @@ class NewRequest:
     expires: int | None = None  # unix seconds; 0 = never
     dupefilter: str | None = None  # exact | bloom | '' (the setting)
     drop: str = ""  # a reason to refuse it (e.g. 'blacklist' for a ZooKeeper-blacklisted domain)
+    profile: str = ""  # JSON of its crawl-level fields, stored once per crawl ('' = none)
 
     def argv(self, tag: str = "") -> list[Any]:
         """The enqueue script's values; `tag` is the shard of the domain (prefixed to the spiderid)."""
         expires, mode, fp = self.expires, self.dupefilter, self.fingerprint
         if expires is None or mode is None:
-            payload_expires, payload_mode, dont_filter = _payload_options(self.payload)
+            payload_expires, payload_mode, dont_filter = _payload_options(self.payload, self.profile)
             expires = payload_expires if expires is None else expires
             mode = payload_mode if mode is None else mode
             fp = None if dont_filter else fp
@@ -65,11 +67,12 @@ class NewRequest:
         ]
 
 
-def _payload_options(payload: str) -> tuple[int, str, bool]:
+def _payload_options(payload: str, profile: str) -> tuple[int, str, bool]:
     """(expires, dupefilter mode, dont_filter) of a stored request; cheap when they are absent."""
-    if '"expires"' not in payload and '"dupefilter"' not in payload and '"dont_filter"' not in payload:
+    text = payload + profile
+    if '"expires"' not in text and '"dupefilter"' not in text and '"dont_filter"' not in text:
         return 0, "", False
-    record = crawl_request.decode(payload)
+    record = crawl_request.decode(payload, profile)
     return int(record.get("expires") or 0), str(record.get("dupefilter") or ""), bool(record.get("dont_filter"))
 
 
@@ -137,9 +140,9 @@ class Retry:
     pause: float = 0.0  # seconds
 
     def argv(self) -> list[Any]:
-        payload = crawl_request.encode(self.record)
+        stored = crawl_request.encode(self.record)
         pause_key = self.lease.tag + self.pause_key if self.pause_key else ""
-        return [*self.lease.head(), self.delay, payload, pause_key, self.pause]
+        return [*self.lease.head(), self.delay, stored.payload, pause_key, self.pause, stored.profile]
 
 
 @dataclass

@@ -38,7 +38,8 @@ def service_command(settings: Settings, args: argparse.Namespace) -> int:
         if args.name == "postgres":  # initdb on first start; the password the sink will log in with
             argv = postgres_argv(layout.port("postgres"), data_dir, postgres_password(settings))
         else:
-            argv = service_argv(args.name, layout.port(args.name), data_dir, settings.get_str("LOCAL_KAFKA"))
+            argv = service_argv(args.name, layout.port(args.name), data_dir, settings.get_str("LOCAL_KAFKA"),
+                                settings.get_str("LOCAL_REDIS_MAXMEMORY"))  # fmt: skip
     except (OSError, RuntimeError, ValueError, ConfigError, subprocess.SubprocessError) as exc:  # jars not cached
         print(f"shoal service {args.name}: {exc}", file=sys.stderr)
         return 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from utils.config import default_settings
 from utils.services.kafka import kafka_argv
 
 HOST = "127.0.0.1"
@@ -26,10 +27,19 @@ ZOOKEEPER_CLASSPATH = (
     "/usr/share/java/log4j-1.2.jar",
 )
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# A crawl's stored requests of one domain fit Redis's compact listpack encoding when each is at most
+# this long (the default, 64 B, is shorter than most URLs): ~100 B a queued request instead of ~180
+# (docs/reference/redis-keys.md, "Stored requests"; bench/frontier_memory.py).
+FRONTIER_TUNING = ("--hash-max-listpack-value", "1024")
+# A full Redis refuses writes instead of evicting keys: an evicted queue, lease or dupefilter would lose
+# or repeat requests silently; a refused write is answered "frontier_full" (kafka_monitor/monitor.py).
+FULL_POLICY = ("--maxmemory-policy", "noeviction")
+REDIS_MAXMEMORY = default_settings.LOCAL_REDIS_MAXMEMORY
 
 
-def redis_argv(port: int, data_dir: Path) -> list[str]:
-    """Redis with an append-only file in `data_dir`, so a restarted or killed Redis keeps its data.
+def redis_argv(port: int, data_dir: Path, maxmemory: str = REDIS_MAXMEMORY) -> list[str]:
+    """Redis with an append-only file in `data_dir`, so a restarted or killed Redis keeps its data,
+    holding at most `maxmemory` (Redis units: `2gb`; `0` = no limit) and refusing writes beyond it.
 
     Creates `data_dir`: redis-server refuses to start in a missing `--dir`.
     """
@@ -45,6 +55,9 @@ def redis_argv(port: int, data_dir: Path) -> list[str]:
         "--appendfsync", "everysec",
         "--save", "",
         "--databases", "1024",  # tests isolate themselves in a database each
+        "--maxmemory", maxmemory,
+        *FULL_POLICY,
+        *FRONTIER_TUNING,
     ]  # fmt: skip
 
 
@@ -93,10 +106,13 @@ def broker_argv(port: int, data_dir: Path, kafka: str = "apache") -> list[str]:
     return tansu_argv(port) if kafka == "tansu" else kafka_argv(HOST, port, data_dir)
 
 
-def service_argv(name: str, port: int, data_dir: Path, kafka: str = "apache") -> list[str]:
-    """The argv of service `name` (one of SERVICE_NAMES); `kafka` picks the broker (KAFKA_FLAVOURS)."""
+def service_argv(
+    name: str, port: int, data_dir: Path, kafka: str = "apache", redis_maxmemory: str = REDIS_MAXMEMORY
+) -> list[str]:
+    """The argv of service `name` (one of SERVICE_NAMES); `kafka` picks the broker (KAFKA_FLAVOURS),
+    `redis_maxmemory` Redis's memory limit."""
     builders: dict[str, Callable[[int, Path], list[str]]] = {
-        "redis": redis_argv,
+        "redis": lambda port, data_dir: redis_argv(port, data_dir, redis_maxmemory),
         "zookeeper": zookeeper_argv,
         "kafka": lambda port, data_dir: broker_argv(port, data_dir, kafka),
     }

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import redis
 
-from utils.services.argv import HOST
+from utils.services.argv import FRONTIER_TUNING, FULL_POLICY, HOST
 from utils.services.probes import PROBE_TIMEOUT, exchange, redis_ready
 from utils.services.process import POLL_INTERVAL, LocalService, ServiceError, free_ports
 
@@ -47,6 +47,8 @@ def cluster_node_argv(port: int, bus_port: int, data_dir: Path) -> list[str]:
         "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
         "--appendonly", "no",
         "--save", "",
+        *FULL_POLICY,
+        *FRONTIER_TUNING,
     ]  # fmt: skip
 
 

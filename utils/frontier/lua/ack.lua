@@ -12,6 +12,7 @@
 -- domain_max_pages counts crawled pages.
 
 --! include domain_sets
+--! include stored
 
 local NF = 6
 local state_ttl = tonumber(ARGV[1])
@@ -33,7 +34,7 @@ for i = 2, #ARGV, NF do
     ds_place(sid, d, tonumber(redis.call('TIME')[1]))
   end
   local was_delayed = redis.call('ZREM', K.delayed(sid), entry)
-  redis.call('HDEL', K.crawl_requests(sid, appid, crawlid), string.sub(m, 1, 16) .. d)
+  st_drop(sid, appid, crawlid, d, string.sub(m, 1, 16))
   local progress = K.crawl_progress(sid, appid, crawlid)
   if was_inflight == 1 or was_queued == 1 or was_delayed == 1 then
     if was_inflight == 1 then redis.call('HINCRBY', progress, 'inflight', -1) end

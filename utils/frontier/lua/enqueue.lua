@@ -6,12 +6,16 @@
 --       registries `shoal:spiders` and `shoal:crawls` are written by the caller.
 -- ARGV[1] dupefilter idle TTL (s)       ARGV[2] crawl state idle TTL (s)
 -- ARGV[3] domain page counter TTL (s)   ARGV[4] global page limit per crawl and domain (0 = none)
--- ARGV[5] global page counter TTL (s)   ARGV[6] default dupefilter mode: 'exact' or 'bloom'
--- ARGV[7] Bloom filter size (bits)      ARGV[8] Bloom filter hash functions
+-- ARGV[5] global page counter TTL (s)   ARGV[6] default dupefilter mode: 'auto', 'exact' or 'bloom'
+-- ARGV[7] Bloom filter size (bits)      ARGV[8] Bloom filter hash functions (mode bloom)
 -- ARGV[9] the batch's time in µs ('' = this server's): with several shards, one batch's calls run on
 --         different masters at once, so the caller's clock and each request's place in its batch
 --         keep FIFO across shards
--- then one group of 15 values per request:
+-- ARGV[10] mode auto: fingerprints a crawl keeps exactly before its Bloom stages (lib/seen.lua)
+-- ARGV[11] mode auto: the highest chance that a new URL is dropped as seen (false drop)
+-- ARGV[12] how many profiles follow (P), then ARGV[13 .. 12 + P] the profiles: the JSON of crawl-level
+--         fields the call's requests share (utils/frontier/crawl_request.py), each stored once per crawl
+-- then one group of 16 values per request:
 --   spiderid, domain, priority, appid, crawlid,
 --   fingerprint (8 binary bytes; '' = not filtered), domain_max_pages ('0' = none),
 --   is_seed ('1' = never filtered as duplicate, stopped or expired; still recorded in the dupefilter),
@@ -22,11 +26,12 @@
 --   never a loss); the key expires after the crawl state TTL without writes.
 --   payload (the stored request JSON), expires (unix s, '0' = never),
 --   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist'),
---   the request's place in its batch.
+--   the request's place in its batch, its profile (1..P; 0 = none: the payload is stored as given).
 -- Returns one status per request: queued | duplicate | page_limit | blacklist | expired | replayed.
 -- A queue member is the request id, 16 hex digits (batch time in µs + place in batch) so that equal
 -- priorities come out oldest first, then its crawl's code; the payload lives in the crawl's
--- requests hash under `<id><domain>`, which is also the crawl's index for info and stop.
+-- requests hash of its domain under `<id>`, the profile's id written in front (lib/stored.lua); the
+-- crawl's domain index and those hashes are the crawl's index for info and stop.
 -- The page counters count admitted requests; ack.lua gives the slot back when an admitted request
 -- ends without a page, so domain_max_pages = N yields N crawled pages.
 -- Each domain that gains a request enters <sid>:ready (lib/domain_sets.lua) unless it is snoozed;
@@ -34,8 +39,11 @@
 
 --! include domain_sets
 --! include wake
+--! include stored
+--! include seen
 
-local NF = 15
+local NF = 16
+local FIRST_PROFILE = 13
 local MARK_WINDOW = 20000  -- offsets; far more than a monitor writes ahead of its commits (2 polls)
 local marked = {}  -- offset marks key -> newest offset marked by this call, trimmed at the end
 local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -46,6 +54,7 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local base_us = tonumber(ARGV[9]) or (tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local out = {}
 local touched = {}
+local seen = sn_new(tonumber(ARGV[10]), tonumber(ARGV[11]), dupe_ttl)
 
 local function bump(progress, field, n)
   redis.call('HINCRBY', progress, field, n)
@@ -87,6 +96,7 @@ local function seen_before(sid, crawlid, fp, mode)
   if mode == '' then mode = default_mode end
   local df = K.dupefilter(sid, crawlid)
   if mode == 'bloom' then return not bloom_add(K.bloom_dupefilter(sid, crawlid), fp) end
+  if mode == 'auto' then return sn_seen(seen, sid, crawlid, fp) end
   local added = redis.call('SADD', df, fp)
   redis.call('EXPIRE', df, dupe_ttl)
   return added == 0
@@ -132,7 +142,19 @@ local function crawl_code(sid, appid, crawlid)
   return code
 end
 
-local function push(sid, domain, prio, appid, crawlid, payload, place)
+-- The id of the call's profile `n` in the crawl, handed out once per call and crawl.
+local profile_ids = {}
+local function profile_of(sid, appid, crawlid, n)
+  local cache_key = sid .. '\t' .. appid .. '\t' .. crawlid .. '\t' .. n
+  local id = profile_ids[cache_key]
+  if not id then
+    id = st_profile_id(sid, appid, crawlid, ARGV[FIRST_PROFILE - 1 + n])
+    profile_ids[cache_key] = id
+  end
+  return id
+end
+
+local function push(sid, domain, prio, appid, crawlid, payload, place, profile)
   local queue = K.queue(sid, domain)
   local code = crawl_code(sid, appid, crawlid)
   local score = -tonumber(prio)
@@ -143,15 +165,16 @@ local function push(sid, domain, prio, appid, crawlid, payload, place)
     id = string.format('%013x%03x', base_us + math.floor(n / 4096), n % 4096)
     n = n + 4096  -- taken (another batch of the same µs): the next µs
   until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
-  redis.call('HSET', K.crawl_requests(sid, appid, crawlid), id .. domain, payload)
+  if profile > 0 then payload = profile_of(sid, appid, crawlid, profile) .. payload end
+  st_put(sid, appid, crawlid, domain, id, payload)
 end
 
-for i = 10, #ARGV, NF do
+for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
   local sid, domain, prio, appid, crawlid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local status = filter(i)
   local progress = K.crawl_progress(sid, appid, crawlid)
   if status == 'queued' then
-    push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14])
+    push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14], tonumber(ARGV[i + 15]))
     bump(progress, 'queued', 1)
     redis.call('HDEL', progress, 'finished')  -- new work: a finished crawl is announced again when done
     bump(progress, 'enqueued', 1)
@@ -171,6 +194,7 @@ for i = 10, #ARGV, NF do
   end
   out[#out + 1] = status
 end
+sn_flush(seen)
 local woken = {}
 for _, sd in pairs(touched) do
   ds_place(sd[1], sd[2], now)

@@ -12,7 +12,8 @@
 -- Returns a flat array: the milliseconds until this shard may next hand out something (0 = now,
 -- -1 = nothing queued or waiting), how many domains this call snoozed on their throttle, the best
 -- score among the ready domains ('' = none), then domain, queue member, payload, crawl
--- (`<appid>\t<crawlid>`, '' if unknown) and ladder level (<sid>:ladder_levels, 0 = none) for each lease.
+-- (`<appid>\t<crawlid>`, '' if unknown), ladder level (<sid>:ladder_levels, 0 = none) and the JSON
+-- of its crawl-level fields ('' = none; lib/stored.lua) for each lease.
 --
 -- The cost does not grow with the number of domains (lib/domain_sets.lua): every domain with work
 -- waits in <sid>:line, within its priority class ordered by the time its throttle next allows it,
@@ -28,8 +29,8 @@
 -- a lease no command of its own; under a shared prefix it is a field of `<prefix>throttles`.
 -- A lease costs two commands of its own: the domain's queue head and next head come with one
 -- read, and the request leaves its queue with one. The call's changes to <sid>:line,
--- <sid>:line_of and <sid>:inflight, the payloads it reads, and a shared prefix's throttle states
--- go in one command each per batch.
+-- <sid>:line_of and <sid>:inflight, and a shared prefix's throttle states go in one command each
+-- per batch; the payloads it reads, in one per crawl and domain (lib/stored.lua).
 -- Each leased request moves into <sid>:inflight scored by its lease deadline.
 --
 -- Before the lease loop, four maintenance passes, each a lib with its contract at its top:
@@ -47,6 +48,7 @@
 --! include classes
 --! include repair
 --! include wake
+--! include stored
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -61,7 +63,7 @@ local line, line_of, heads = K.line(sid), K.line_of(sid), K.heads(sid)
 local throttles = K.throttles(prefix)
 local own = prefix == K.spider_throttle_prefix(sid)  -- the line carries the states (lib/domain_sets.lua)
 local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is looked at again
-local HEAD, ROW = 3, 5  -- the reply's header values, and values per lease
+local HEAD, ROW = 3, 6  -- the reply's header values, and values per lease
 
 -- The call's state `b`, handed to every step below as an argument. What changes the line, written
 -- once per batch by flush(b): members leaving it, members entering it (score, member, ...), each
@@ -170,14 +172,16 @@ local function lease_one(b, d, m, queue, head, score, st)
   out[#out + 1] = ''
   out[#out + 1] = crawl and crawl.name or ''
   out[#out + 1] = 0  -- its ladder level, read for the whole batch at the end
+  out[#out + 1] = ''  -- its profile's JSON, read with the payloads
   b.stamps[#b.stamps + 1] = d
   if crawl then
     cc_count(b.crawls, crawl, 'queued', -1)
     cc_count(b.crawls, crawl, 'inflight', 1)
-    local p = b.payloads[crawl.requests]
-    if not p then p = {fields = {}, slots = {}}; b.payloads[crawl.requests] = p end
-    p.fields[#p.fields + 1] = string.sub(qm, 1, 16) .. d
-    p.slots[#p.slots + 1] = #out - 2
+    local requests = K.crawl_requests(sid, crawl.appid, crawl.crawlid, d)
+    local p = b.payloads[requests]
+    if not p then p = {fields = {}, slots = {}, crawl = crawl}; b.payloads[requests] = p end
+    p.fields[#p.fields + 1] = string.sub(qm, 1, 16)
+    p.slots[#p.slots + 1] = #out - 3
   end
   return better
 end
@@ -264,9 +268,23 @@ flush(b)
 -- What the call hands back: its leases with their payloads, then when to come back.
 local out = b.out
 bulk('ZADD', K.inflight(sid), b.entries)
+local profiles = {}  -- `<profiles key>\t<id>` -> its JSON, read once per call
 for requests, p in pairs(b.payloads) do
   local values = redis.call('HMGET', requests, unpack(p.fields))
-  for k, slot in ipairs(p.slots) do out[slot] = values[k] or '' end
+  for k, slot in ipairs(p.slots) do
+    local payload = values[k] or ''
+    out[slot] = payload
+    local pid = payload ~= '' and st_fields(payload)
+    if pid and pid ~= '' then
+      local key = K.crawl_profiles(sid, p.crawl.appid, p.crawl.crawlid)
+      local cached = profiles[key .. '\t' .. pid]
+      if cached == nil then
+        cached = redis.call('HGET', key, pid) or ''
+        profiles[key .. '\t' .. pid] = cached
+      end
+      out[slot + 3] = cached
+    end
+  end
 end
 cc_write(b.crawls, state_ttl)
 -- Each lease's ladder level as its crawlers last wrote it with the domain's pace (ladder_pace.lua):
@@ -275,7 +293,7 @@ if #b.stamps > 0 then
   local levels = redis.call('HMGET', K.ladder_levels(sid), unpack(b.stamps))
   for k = 1, #b.stamps do
     local level, until_ = string.match(levels[k] or '', '^(%d+):(.+)$')
-    if level and tonumber(until_) > now then out[HEAD + k * ROW] = tonumber(level) end
+    if level and tonumber(until_) > now then out[HEAD + k * ROW - 1] = tonumber(level) end  -- 5th of 6
   end
 end
 

@@ -7,14 +7,15 @@
 -- ARGV[5] unused (the expiry check is claim_expiry.lua's, before the purge)
 -- ARGV[6] seconds the crawl's new children are refused (its <sid>:blacklist entry; then reusable)
 -- ARGV[7] crawl state idle TTL (s)   ARGV[8] most requests to take in this call
--- Removes each of the crawl's requests (its requests hash is its index) wherever it is (queue,
--- delayed set, in flight) with its payload,
+-- Removes each of the crawl's requests (its domain index and requests hashes are its index,
+-- lib/stored.lua) wherever it is (queue, delayed set, in flight) with its payload,
 -- so its spider's later ack finds nothing ('unknown') and counts nothing twice.
--- Returns {purged, left}: requests removed by this call and requests still left (call
--- again while left > 0). On a Redis Cluster it runs once per frontier shard (spiderid prefixed
+-- Returns {purged, left}: requests removed by this call and the domains where the crawl still has
+-- requests (call again while left > 0). On a Redis Cluster it runs once per frontier shard (spiderid prefixed
 -- with the shard's tag).
 
 --! include domain_sets
+--! include stored
 
 local sid, appid, crawlid, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ttl, state_ttl, limit = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -26,26 +27,32 @@ redis.call('ZADD', blacklist, now + ttl, appid .. '||' .. crawlid)
 
 local queued, inflight, delayed, purged = 0, 0, 0, 0
 local touched = {}
-local requests = K.crawl_requests(sid, appid, crawlid)
+local index = K.crawl_domains(sid, appid, crawlid)
 local code = redis.call('HGET', K.crawl_codes(sid), appid .. '\t' .. crawlid)
-local fields = code and redis.call('HRANDFIELD', requests, limit) or {}
-for _, field in ipairs(fields) do
-  local id, d = string.sub(field, 1, 16), string.sub(field, 17)
-  local m = id .. code
-  local entry = d .. '\t' .. m
+local taken = 0
+for _, d in ipairs(redis.call('SRANDMEMBER', index, limit)) do
+  if taken >= limit then break end
+  local requests = K.crawl_requests(sid, appid, crawlid, d)
   touched[d] = true
-  local q = redis.call('ZREM', K.queue(sid, d), m)
-  local f = redis.call('ZREM', K.inflight(sid), entry)
-  local w = redis.call('ZREM', K.delayed(sid), entry)
-  redis.call('HDEL', requests, field)
-  queued, inflight, delayed = queued + q, inflight + f, delayed + w
-  if q + f + w > 0 then purged = purged + 1 end
+  for _, id in ipairs(code and redis.call('HRANDFIELD', requests, limit - taken) or {}) do
+    local m = id .. code
+    local entry = d .. '\t' .. m
+    local q = redis.call('ZREM', K.queue(sid, d), m)
+    local f = redis.call('ZREM', K.inflight(sid), entry)
+    local w = redis.call('ZREM', K.delayed(sid), entry)
+    redis.call('HDEL', requests, id)
+    queued, inflight, delayed = queued + q, inflight + f, delayed + w
+    if q + f + w > 0 then purged = purged + 1 end
+    taken = taken + 1
+  end
+  if not code then redis.call('DEL', requests) end  -- payloads no queue member can point at
+  if redis.call('EXISTS', requests) == 0 then redis.call('SREM', index, d) end
 end
-if not code then redis.call('DEL', requests) end  -- payloads no queue member can point at
 -- Keep each touched domain's head exact (or gone), so queue stats and pops see no phantom work.
 for d in pairs(touched) do ds_place(sid, d, now) end
 
-local left = redis.call('HLEN', requests)
+local left = redis.call('SCARD', index)
+if left == 0 then redis.call('DEL', K.crawl_profiles(sid, appid, crawlid)) end
 local progress = K.crawl_progress(sid, appid, crawlid)
 if redis.call('EXISTS', progress) == 1 then
   redis.call('HINCRBY', progress, 'queued', 0 - queued)

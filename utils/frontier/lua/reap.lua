@@ -9,34 +9,19 @@
 -- place among equal priorities) with attempt + 1 (progress inflight - 1, queued + 1, reaped + 1);
 -- at RETRY_TIMES it is dead: its payload removed (progress inflight - 1, dead + 1),
 -- and the caller writes its dead-letter record and failure page.
--- Returns 5 values per settled lease: 'requeued' or 'dead', domain, queue member, the stored
--- request JSON (as re-queued, or as it was when it died) and its crawl `<appid>\t<crawlid>`.
+-- Returns 6 values per settled lease: 'requeued' or 'dead', domain, queue member, the stored
+-- request (as re-queued, or as it was when it died), its crawl `<appid>\t<crawlid>` and the JSON of
+-- its crawl-level fields ('' = none; lib/stored.lua).
 
 --! include domain_sets
 --! include crawl_counts
 --! include wake
+--! include stored
 
 local sid, limit, retry_times, state_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local inflight = K.inflight(sid)
-local ATTEMPT = '"attempt"%s*:%s*%-?%d+'
-
--- The payload with its top-level "attempt" set to n, every other byte unchanged (cjson would
--- turn [] into {} and round numbers). The one "attempt" in the text is replaced when the decoded
--- request has it (so it is the top-level one); otherwise n is appended as the last key, which
--- every JSON reader Shoal uses (ujson, cjson, json) takes over an earlier duplicate.
-local function with_attempt(payload, has_top, n)
-  local count = 0
-  for _ in string.gmatch(payload, ATTEMPT) do count = count + 1 end
-  if has_top and count == 1 then
-    return (string.gsub(payload, ATTEMPT, '"attempt":' .. n, 1))
-  end
-  local body = string.match(payload, '^(.-)%s*}%s*$') or '{'
-  if string.match(body, '^%s*{%s*$') then return '{"attempt":' .. n .. '}' end
-  return body .. ',"attempt":' .. n .. '}'
-end
-
 local crawls = cc_new(sid)  -- the crawls met (lib/crawl_counts.lua)
 
 local out = {}
@@ -46,15 +31,14 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
   local tab = string.find(entry, '\t', 1, true)
   local d, m = string.sub(entry, 1, (tab or 1) - 1), string.sub(entry, (tab or 0) + 1)
   local crawl = tab and cc_crawl(crawls, m)
-  local payload = crawl and redis.call('HGET', crawl.requests, string.sub(m, 1, 16) .. d)
+  local id = string.sub(m, 1, 16)
+  local payload = crawl and st_get(sid, crawl.appid, crawl.crawlid, d, id)
   if payload then
-    local name, crawlid, requests, progress = crawl.name, crawl.crawlid, crawl.requests, crawl.progress
-    local field = string.sub(m, 1, 16) .. d
-    local ok, req = pcall(cjson.decode, payload)
-    if not ok or type(req) ~= 'table' then req = {} end
-    local attempt = tonumber(req.attempt) or 0
+    local name, appid, crawlid, progress = crawl.name, crawl.appid, crawl.crawlid, crawl.progress
+    local pid, priority, attempt = st_fields(payload)
+    local profile = pid and pid ~= '' and redis.call('HGET', K.crawl_profiles(sid, appid, crawlid), pid) or ''
     if attempt >= retry_times then
-      redis.call('HDEL', requests, field)
+      st_drop(sid, appid, crawlid, d, id)
       -- a request that ends without a page gives its page-limit slot back (as ack.lua)
       for _, key in ipairs({K.domain_pages(sid, d, crawlid), K.global_pages(sid, d, crawlid)}) do
         if tonumber(redis.call('GET', key) or '0') > 0 then redis.call('DECR', key) end
@@ -62,11 +46,10 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
       redis.call('HINCRBY', progress, 'dead', 1)
       out[#out + 1] = 'dead'
     else
-      payload = with_attempt(payload, req.attempt ~= nil, attempt + 1)
-      redis.call('HSET', requests, field, payload)
-      local score = -(tonumber(req.priority) or 1)
+      payload = st_with_attempt(payload, attempt + 1)
+      st_put(sid, appid, crawlid, d, id, payload)
       touched[d] = true
-      redis.call('ZADD', K.queue(sid, d), score, m)
+      redis.call('ZADD', K.queue(sid, d), -priority, m)
       redis.call('HINCRBY', progress, 'queued', 1)
       redis.call('HINCRBY', progress, 'reaped', 1)
       out[#out + 1] = 'requeued'
@@ -78,6 +61,7 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
     out[#out + 1] = m
     out[#out + 1] = payload
     out[#out + 1] = name
+    out[#out + 1] = profile
   end
 end
 for d in pairs(touched) do ds_place(sid, d, now) end

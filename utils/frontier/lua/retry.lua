@@ -3,11 +3,12 @@
 -- KEYS[1]: a key of the frontier shard, for routing only. On a Redis Cluster the spiderid arrives
 --         prefixed with its shard's hash tag (utils/frontier/shards.py), so every key lives in one slot.
 -- ARGV[1] crawl state idle TTL (s)
--- then one group of 9 values per request:
+-- then one group of 10 values per request:
 --   spiderid, domain, queue member, appid, crawlid,
 --   delay (s until the retry may be popped), payload (the stored request with its new attempt and
 --   lowered priority), throttle key to hold back (`<prefix><domain>`, '' = none) and for how long
---   (s; Retry-After).
+--   (s; Retry-After), and the JSON of its crawl-level fields ('' = none: the payload is stored as given;
+--   lib/stored.lua).
 -- Returns one status per request: 'delayed', or 'unknown' when the lease was no longer held
 -- (its lease expired and the reaper re-queued it: that copy is the one that runs).
 -- pop.lua moves a delayed request back into its queue once its not-before time has come; the
@@ -15,8 +16,9 @@
 
 --! include domain_sets
 --! include crawl_counts
+--! include stored
 
-local NF = 9
+local NF = 10
 local state_ttl = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -39,7 +41,9 @@ for i = 2, #ARGV, NF do
   hold_back(ARGV[i + 7], d, tonumber(ARGV[i + 8]))
   local entry = d .. '\t' .. m
   if redis.call('ZREM', K.inflight(sid), entry) == 1 then
-    redis.call('HSET', K.crawl_requests(sid, appid, crawlid), string.sub(m, 1, 16) .. d, payload)
+    local profile = ARGV[i + 9]
+    if profile ~= '' then payload = st_profile_id(sid, appid, crawlid, profile) .. payload end
+    st_put(sid, appid, crawlid, d, string.sub(m, 1, 16), payload)
     redis.call('ZADD', K.delayed(sid), now + delay, entry)
     cc_moved(K.crawl_progress(sid, appid, crawlid), 'inflight', 'retrying', state_ttl, t[1])
     out[#out + 1] = 'delayed'

@@ -12,10 +12,11 @@
 
 --! include keys
 
--- A crawl with no request left in the frontier no longer needs its code (enqueue.lua hands out a
--- new one if the crawl ever queues again).
+-- A crawl with no request left in the frontier no longer needs its code nor its profiles
+-- (enqueue.lua hands out new ones if the crawl ever queues again).
 local function forget_code(sid, appid, crawlid)
-  if redis.call('EXISTS', K.crawl_requests(sid, appid, crawlid)) == 1 then return end
+  if redis.call('EXISTS', K.crawl_domains(sid, appid, crawlid)) == 1 then return end
+  redis.call('DEL', K.crawl_profiles(sid, appid, crawlid))
   local name = appid .. '\t' .. crawlid
   local code = redis.call('HGET', K.crawl_codes(sid), name)
   if code then

@@ -4,8 +4,8 @@
 -- cc_new(sid) -> a tally `cc` for one call of the spider `sid` (holds what it learnt: crawl names
 --   read, counts not written yet); every other function takes it explicitly.
 -- cc_crawl(cc, m) -> the crawl of the queue member `m` (its code, after the 16-digit id, names
---   it in <sid>:crawl_names), as {name = `<appid>\t<crawlid>`, appid, crawlid, requests = its
---   payload hash, progress = its counters hash}; nil when the crawl is gone. Reads <sid>:crawl_names once a code.
+--   it in <sid>:crawl_names), as {name = `<appid>\t<crawlid>`, appid, crawlid, progress = its
+--   counters hash}; nil when the crawl is gone. Reads <sid>:crawl_names once a code.
 -- cc_count(cc, crawl, field, n): add n to the crawl's counter `field` (in memory).
 -- cc_write(cc, ttl): HINCRBY every counted field, and the crawl's progress hash lives `ttl` s more.
 -- cc_moved(progress, from, to, ttl, updated): at once, one request of the crawl whose progress
@@ -27,8 +27,7 @@ local function cc_crawl(cc, m)
     if name then
       local tab = string.find(name, '\t', 1, true)
       local appid, crawlid = string.sub(name, 1, tab - 1), string.sub(name, tab + 1)
-      crawl = {name = name, appid = appid, crawlid = crawlid, requests = K.crawl_requests(cc.sid, appid, crawlid),
-               progress = K.crawl_progress(cc.sid, appid, crawlid)}
+      crawl = {name = name, appid = appid, crawlid = crawlid, progress = K.crawl_progress(cc.sid, appid, crawlid)}
     end
     cc.crawls[code] = crawl
   end

@@ -3,13 +3,14 @@
 --
 -- rt_promote_due(sid, cc, now, most): up to `most` entries of <sid>:delayed whose not-before time
 --   has come leave it and go back into <sid>:<domain>:queue, scored by their stored (lowered)
---   priority read from the crawl's payload hash; the crawl's progress moves one from `retrying`
+--   priority read from its stored request (lib/stored.lua); the crawl's progress moves one from `retrying`
 --   to `queued` (counted in the tally `cc`, lib/crawl_counts.lua); each domain touched is placed
 --   in the line again (ds_place). An entry whose crawl or payload is gone is dropped.
 
 --! include keys
 --! include domain_sets
 --! include crawl_counts
+--! include stored
 
 local function rt_promote_due(sid, cc, now, most)
   local delayed = K.delayed(sid)
@@ -20,12 +21,11 @@ local function rt_promote_due(sid, cc, now, most)
     local tab = string.find(entry, '\t', 1, true)
     local d, m = string.sub(entry, 1, tab - 1), string.sub(entry, tab + 1)
     local crawl = cc_crawl(cc, m)
-    local payload = crawl and redis.call('HGET', crawl.requests, string.sub(m, 1, 16) .. d)
+    local payload = crawl and st_get(sid, crawl.appid, crawl.crawlid, d, string.sub(m, 1, 16))
     if payload then
-      local ok, req = pcall(cjson.decode, payload)
-      local score = -((ok and type(req) == 'table' and tonumber(req.priority)) or 1)
+      local _, priority = st_fields(payload)
       touched[d] = true
-      redis.call('ZADD', K.queue(sid, d), score, m)
+      redis.call('ZADD', K.queue(sid, d), -priority, m)
       cc_count(cc, crawl, 'retrying', -1)
       cc_count(cc, crawl, 'queued', 1)
     end

@@ -17,7 +17,7 @@ from fastapi.security import APIKeyCookie, APIKeyHeader
 
 from rest.envelope import FORBIDDEN, NEED_KEY, ApiError
 from rest.gateway import Gateway
-from utils.apps.api_keys import ADMIN, Principal, any_keys
+from utils.apps.api_keys import ADMIN, Principal
 
 API_KEY_HEADER = "X-API-Key"
 API_KEY_COOKIE = "shoal_api_key"  # set by POST /dashboard/key (HttpOnly, SameSite=Strict): EventSource sends no headers
@@ -90,13 +90,13 @@ def authenticate(gw: Gateway, presented: str | None) -> Principal:
     found = gw.keys.principal(presented) if presented else None
     if found is not None:
         return found
-    if not expected and not any_keys(gw.redis):
+    if not expected and not gw.keys.keys_exist():
         return ADMIN
     raise ApiError(401, NEED_KEY, f"send it in the {API_KEY_HEADER} header")
 
 
 def keys_on(gw: Gateway) -> bool:
-    return bool(gw.settings.get_str("REST_API_KEY")) or any_keys(gw.redis)
+    return bool(gw.settings.get_str("REST_API_KEY")) or gw.keys.keys_exist()
 
 
 def principal_of(request: Request) -> Principal:

@@ -21,7 +21,7 @@ COMPONENT = {"total", "fail", "plugins", "nodes"}
 EXAMPLES: dict[str, tuple[dict, set[str]]] = {
     "info-crawl": (
         {"action": "info", "appid": "testapp", "crawlid": "ABC123", "uuid": "abc12333", "spiderid": "link"},
-        ACTION_KEYS | {"crawlid", "total_pending", "total_domains", "domains", "expires", "progress"},
+        ACTION_KEYS | {"crawlid", "total_pending", "total_domains", "domains", "expires", "progress", "dupefilter"},
     ),
     "info-app": (
         {"action": "info", "appid": "testapp", "uuid": "abc12334", "spiderid": "link"},

@@ -14,6 +14,7 @@ from utils.node.status import add_unreachable, format_table
 from utils.observability import stats
 from utils.observability.metrics import set_dependency_up
 from utils.observability.metrics.health import check
+from utils.observability.metrics.registry import STATE
 
 METRICS = """# TYPE shoal_dependency_up gauge
 shoal_dependency_up{component="crawler",dependency="redis"} 0.0
@@ -35,6 +36,18 @@ class Metrics(BaseHTTPRequestHandler):
 
     def log_message(self, *_: object) -> None:
         pass
+
+
+@pytest.fixture(autouse=True)
+def no_dependency_reported() -> Iterator[None]:
+    """The process-wide dependency states start empty: another test of this worker may have left one down."""
+    with STATE.lock:
+        kept = dict(STATE.dependencies)
+        STATE.dependencies.clear()
+    yield
+    with STATE.lock:
+        STATE.dependencies.clear()
+        STATE.dependencies.update(kept)
 
 
 @pytest.fixture

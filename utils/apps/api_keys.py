@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 import ujson
 
 from utils.config.clients import RedisClient
@@ -104,6 +105,19 @@ class KeyChecker:
     def __init__(self, client: RedisClient) -> None:
         self.client = client
         self._checked: dict[tuple[str, str], str] = {}  # (record's hash, presented secret's SHA-256) -> ok
+        self._keys_exist = False  # what Redis last said: a Redis outage keeps it rather than guessing
+
+    def keys_exist(self) -> bool:
+        """Whether any app key is stored; while Redis does not answer, what it answered last.
+
+        Keys on (REST_API_KEY set) never depend on this; without REST_API_KEY, a gateway that has
+        never reached Redis takes the cluster for one without app keys (docs/how-to/many-apps.md).
+        """
+        try:
+            self._keys_exist = any_keys(self.client)
+        except redis.RedisError:
+            pass
+        return self._keys_exist
 
     def principal(self, presented: str) -> Principal | None:
         """The key's app and scopes, or None (unknown, revoked, malformed or wrong secret)."""

@@ -147,6 +147,17 @@ def test_redis_appends_every_write_to_a_volume() -> None:
     assert redis["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
 
 
+def test_redis_keeps_the_frontiers_memory_rules_of_a_local_node() -> None:
+    """A full Redis refuses writes rather than evicting frontier keys, as the Redis `shoal up` starts."""
+    from utils.services.argv import FRONTIER_TUNING, FULL_POLICY
+
+    command = services()["redis"]["command"]
+    pairs = dict(zip(command[1::2], command[2::2], strict=False))
+    assert pairs[FULL_POLICY[0]] == FULL_POLICY[1]
+    assert pairs[FRONTIER_TUNING[0]] == FRONTIER_TUNING[1]
+    assert pairs["--maxmemory"] != "0"
+
+
 def test_zookeeper_is_the_official_image() -> None:
     assert services()["zookeeper"]["image"].startswith("zookeeper:")
 

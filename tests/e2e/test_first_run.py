@@ -30,8 +30,9 @@ from tests.support.first_run import (
 from tests.support.services import wait_until
 from utils.services.kafka import kafka_libs
 
-# serial: `make run` installs Debian packages (one dpkg lock for the machine) and adds a system user.
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(2400)]
+# Beside the other tests: `make test` installs every Debian package `make run` checks for before the
+# suite starts (no dpkg lock is taken here), and the system user it adds has a name of its own.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 USER = "shoal-first-run"
 

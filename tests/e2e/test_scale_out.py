@@ -82,7 +82,7 @@ def kill_node(options: list[str], node: str, run_dir: Path) -> int:
 
 
 def test_a_node_killed_whole_mid_crawl_loses_no_page(shared: list[str], services: LocalServices, tmp_path: Path):
-    site = generate_site(hosts=3, pages_per_host=120, seed=12, base_ip_octet=180, port=free_port())
+    site = generate_site(hosts=3, pages_per_host=240, seed=12, base_ip_octet=180, port=free_port())
     expected = set(site.reachable(site.seed_urls(), 10))
     alpha = start_node(shared, "alpha")
     beta = start_node(shared, "beta")

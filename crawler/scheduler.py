@@ -210,7 +210,7 @@ class DistributedScheduler:
         """A lease fetched well after it was handed out (robots.txt first, a busy downloader): its
         domain's next moderated slot, and the pause of a delay spacing its hits, count from the
         fetch, so no two fetches of a domain come closer than the throttle allows, whatever this
-        process's own queueing (issue 16)."""
+        process's own queueing."""
         policy = self.throttle.policy()
         hits, window = policy.overrides.get(lease.domain, (policy.hits, policy.window))
         interval = window / hits if policy.moderated and hits > 1 else 0.0

@@ -62,7 +62,7 @@ def build(gw: Gateway) -> dict[str, Any]:
 
 
 def redis_memory_card(redis: RedisClient, requests: int) -> dict[str, Any]:
-    """Redis's memory against its limit, and per request the frontier holds (issue 41)."""
+    """Redis's memory against its limit, and per request the frontier holds."""
     found = memory.redis_memory(redis)
     return {"used": found.used, "limit": found.limit, "policy": found.policy,
             "bytes_per_request": memory.per_request(found, requests)}  # fmt: skip

@@ -6,7 +6,6 @@ busiest first (by queued plus in flight), so a cluster with many small apps stay
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +14,7 @@ from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
 from utils.apps.usage import read_figures
-from utils.observability.metrics.registry import REGISTRY
+from utils.observability.metrics.registry import CollectorSlot
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +60,11 @@ class AppsCollector(Collector):
         yield limit
 
 
-_registered: list[AppsCollector] = []
-_lock = threading.Lock()
+_slot = CollectorSlot()
 
 
 def register_apps_collector(client: Any) -> AppsCollector:
     """Export the per-app figures from this process (replacing an earlier collector)."""
     collector = AppsCollector(client)
-    with _lock:
-        while _registered:
-            REGISTRY.unregister(_registered.pop())
-        REGISTRY.register(collector)
-        _registered.append(collector)
+    _slot.replace(collector)
     return collector

@@ -192,7 +192,7 @@ def _serve_metrics(settings: Settings, command: str) -> None:
         register_ladder_collector(settings, redis_client(settings))  # ladder levels, Redis memory (issue 33)
         from utils.apps.metrics import register_apps_collector
 
-        register_apps_collector(redis_client(settings, decode=True))  # per-app figures (issue 42)
+        register_apps_collector(redis_client(settings, decode=True))  # per-app figures
 
 
 def stop_event_on_signals() -> threading.Event:

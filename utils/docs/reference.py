@@ -95,7 +95,7 @@ def _metric_rows() -> Iterator[tuple[str, str, str, str]]:
     for name, text in freshness_metrics.GAUGES.values():  # revisits per crawl (issue 31), by `shoal revisit`
         yield name, "gauge (read from PostgreSQL at scrape time)", "appid, crawlid", text
     no_apps: Any = SimpleNamespace(hgetall=lambda _key: {})
-    for apps_family in apps_metrics.AppsCollector(no_apps).collect():  # per app (issue 42), by the redis monitor
+    for apps_family in apps_metrics.AppsCollector(no_apps).collect():  # per app, exported by the redis monitor
         labels = ", ".join(getattr(apps_family, "_labelnames", ()))  # a GaugeMetricFamily's, not typed on Metric
         yield apps_family.name, "gauge (per app, read from Redis)", labels, apps_family.documentation
     empty_pool: Any = SimpleNamespace(state=list)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from utils.config.settings import Settings
 from utils.frontier import keys
 from utils.frontier.shards import Shards, spider_shards
 from utils.observability.metrics.cached import CachedReading
-from utils.observability.metrics.registry import LABELS, REGISTRY
+from utils.observability.metrics.registry import LABELS, CollectorSlot
 from utils.observability.stats import live_processes, stat_bases
 
 if TYPE_CHECKING:
@@ -236,8 +235,7 @@ class CapacityCollector(Collector):
         yield from families.values()
 
 
-_registered: list[CapacityCollector] = []
-_registered_lock = threading.Lock()
+_slot = CollectorSlot()
 
 
 def register_capacity_collector(settings: Settings, client: RedisClient) -> CapacityCollector:
@@ -246,9 +244,5 @@ def register_capacity_collector(settings: Settings, client: RedisClient) -> Capa
         client, ScalingPolicy.from_settings(settings), settings.get_float("METRICS_FRONTIER_CACHE"),
         Shards.from_settings(settings),
     )  # fmt: skip
-    with _registered_lock:
-        while _registered:
-            REGISTRY.unregister(_registered.pop())
-        REGISTRY.register(collector)
-        _registered.append(collector)
+    _slot.replace(collector)
     return collector

@@ -6,7 +6,6 @@ At most LADDER_METRICS_TOP domains per spider, highest levels first, so cardinal
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from redis.exceptions import RedisError
 
 from utils.config.settings import Settings
 from utils.frontier import keys
-from utils.observability.metrics.registry import REGISTRY
+from utils.observability.metrics.registry import CollectorSlot
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +58,12 @@ class LadderCollector(Collector):
                 found["level"].add_metric([spiderid, name], level)
 
 
-_registered: list[LadderCollector] = []
-_lock = threading.Lock()
+_slot = CollectorSlot()
 
 
 def register_ladder_collector(settings: Settings, client: Any) -> LadderCollector:
     """Export the ladder levels and Redis memory from this process (replacing an earlier collector)."""
     del settings  # one signature with the other collectors
     collector = LadderCollector(client)
-    with _lock:
-        while _registered:
-            REGISTRY.unregister(_registered.pop())
-        REGISTRY.register(collector)
-        _registered.append(collector)
+    _slot.replace(collector)
     return collector

@@ -1,4 +1,4 @@
-"""How much Redis the frontier takes: Redis's own figures, per stored request, per crawl (issue 41).
+"""How much Redis the frontier takes: Redis's own figures, per stored request, per crawl.
 
 Read by the frontier metrics (`shoal_frontier_bytes_per_request`), `shoal status` and the dashboard.
 A crawl's figure is MEMORY USAGE of its keys (its stored requests through its domain index, its

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from utils.frontier import keys
 from utils.frontier.memory import RedisMemory, per_request, redis_memory
 from utils.frontier.shards import Shards, spider_shards
 from utils.observability.metrics.cached import CachedReading
-from utils.observability.metrics.registry import LABELS, REGISTRY
+from utils.observability.metrics.registry import LABELS, CollectorSlot
 
 if TYPE_CHECKING:  # utils.config.clients loads kafka-python (~100 ms); `shoal status` imports this package
     from utils.config.clients import RedisClient
@@ -218,22 +217,15 @@ class FrontierCollector(Collector):
         yield from families.values()
 
 
-_registered: list[FrontierCollector] = []
-_registered_lock = threading.Lock()
+_slot = CollectorSlot()
 
 
 def register_frontier_collector(settings: Settings, client: RedisClient | None = None) -> FrontierCollector:
     """Export the frontier from this process (replacing a collector registered before)."""
     collector = FrontierCollector.from_settings(settings, client)
-    with _registered_lock:
-        while _registered:
-            REGISTRY.unregister(_registered.pop())
-        REGISTRY.register(collector)
-        _registered.append(collector)
+    _slot.replace(collector)
     return collector
 
 
 def unregister_frontier_collector() -> None:
-    with _registered_lock:
-        while _registered:
-            REGISTRY.unregister(_registered.pop())
+    _slot.clear()

@@ -7,7 +7,6 @@ proxies, how many are healthy and its summed counters. Cardinality is the config
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
 from utils.config.settings import Settings
-from utils.observability.metrics.registry import REGISTRY
+from utils.observability.metrics.registry import CollectorSlot
 from utils.proxies.pool import GROUP_FIELDS, ProxyPool, group_health
 
 log = logging.getLogger(__name__)
@@ -65,8 +64,7 @@ def _groups(state: list[dict[str, Any]]) -> Iterator[Metric]:
     yield from families.values()
 
 
-_registered: list[ProxyCollector] = []
-_lock = threading.Lock()
+_slot = CollectorSlot()
 
 
 def register_proxy_collector(settings: Settings, client: Any) -> ProxyCollector | None:
@@ -75,9 +73,5 @@ def register_proxy_collector(settings: Settings, client: Any) -> ProxyCollector 
     if not pool.proxies:
         return None
     collector = ProxyCollector(pool)
-    with _lock:
-        for old in _registered:
-            REGISTRY.unregister(old)
-        _registered[:] = [collector]
-        REGISTRY.register(collector)
+    _slot.replace(collector)
     return collector

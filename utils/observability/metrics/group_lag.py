@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from prometheus_client.registry import Collector
 
 from utils.config.settings import Settings
 from utils.observability.metrics.cached import CachedReading
-from utils.observability.metrics.registry import REGISTRY
+from utils.observability.metrics.registry import CollectorSlot
 
 log = logging.getLogger(__name__)
 
@@ -143,16 +142,11 @@ def _families() -> dict[str, GaugeMetricFamily]:
     }
 
 
-_registered: list[GroupLagCollector] = []
-_registered_lock = threading.Lock()
+_slot = CollectorSlot()
 
 
 def register_group_lag_collector(settings: Settings) -> GroupLagCollector:
     """Export the consumer groups' lag from this process (replacing a collector registered before)."""
     collector = GroupLagCollector.from_settings(settings)
-    with _registered_lock:
-        while _registered:
-            REGISTRY.unregister(_registered.pop())
-        REGISTRY.register(collector)
-        _registered.append(collector)
+    _slot.replace(collector)
     return collector

@@ -10,6 +10,7 @@ random spider ids must not grow Prometheus without bound.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -189,3 +190,27 @@ REST_SECONDS = Histogram(
     "shoal_rest_request_duration_seconds", "Time to answer one HTTP request", ["route"],
     buckets=_LATENCY_BUCKETS, registry=REGISTRY,
 )  # fmt: skip
+
+
+class CollectorSlot:
+    """One collector of a kind in REGISTRY at a time: registering again replaces the earlier one
+    (a component that rebuilds its clients, or tests that build many, never exports a family twice)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: list[Any] = []
+
+    def replace(self, collector: Any) -> None:
+        with self._lock:
+            self._clear()
+            REGISTRY.register(collector)
+            self._held.append(collector)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._clear()
+
+    def _clear(self) -> None:
+        while self._held:
+            REGISTRY.unregister(self._held.pop())
+

@@ -31,7 +31,7 @@ from utils.config.clients import redis_client
 from utils.frontier import keys
 from utils.schemas.matching import definition
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # ~3 min per backend: handed out first
 
 EXAMPLES = [
     {"url": "http://127.0.37.1/", "appid": "testapp", "crawlid": "abc123", "maxdepth": 2, "priority": 90},

@@ -87,6 +87,11 @@ class HostileSite:
         return self.base + path
 
     def __enter__(self) -> HostileSite:
+        # Bodies are built before the first request: building them on demand takes seconds on a busy
+        # machine, and a crawler's download timeout would then report the build, not the bomb.
+        for codec in ("gzip", "br", "zstd"):
+            bomb(codec)
+        links_page()
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._serve, self.host, self.port), self._loop)
         self._server = future.result(10)

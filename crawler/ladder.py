@@ -38,6 +38,7 @@ from scrapy.utils.misc import load_object
 
 from crawler.blocks import Detection, Detector
 from crawler.meta import LEASE
+from crawler.pacing import hit_spacing
 from crawler.retry import Blocked
 from crawler.signals import lease_settled
 from utils.config.clients import redis_client
@@ -244,10 +245,15 @@ class LadderMiddleware:
         scheduler = self.scheduler()
         if scheduler is None:
             return
-        delay = self.slow_delay if 0 < level < PAUSED else 0.0
+        slow = self.slow_delay if 0 < level < PAUSED else 0.0
+        if slow:
+            scheduler.ladder_delays[domain] = slow
+        else:
+            scheduler.ladder_delays.pop(domain, None)
+        delay, hold = hit_spacing(scheduler.crawl_delays.get(domain, 0.0), slow, self.state_ttl if level else 1)
         try:
             key = scheduler.throttle.policy().key(domain)
-            scheduler.frontier.set_ladder_pace(spider.name, domain, key, level, delay, self.state_ttl if level else 1)
+            scheduler.frontier.set_ladder_pace(spider.name, domain, key, level, delay, hold)
         except RedisError as exc:
             log.warning("Could not change a domain's throttle delay", extra={"domain": domain, "error": str(exc)})
 

@@ -30,6 +30,7 @@ from crawler.dupes import RecentFingerprints
 from crawler.fetch import Fetch
 from crawler.leases import LeaseBook
 from crawler.meta import LEASE
+from crawler.pacing import CRAWL_DELAY_TTL, hit_spacing
 from crawler.signals import connect_fetched, connect_settled
 from utils.config.clients import redis_client
 from utils.config.settings import Settings
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats (their TTL is HEARTBEAT_TIMEOUT)
 REDIS_BACKOFF = 1.0  # seconds an unanswered pop waits before the next try
-CRAWL_DELAY_TTL = 86400  # seconds a robots.txt Crawl-delay is kept in Redis (rewritten hourly)
 # Seconds between ticks while blocked for work: the heartbeat, a SIGTERM or a throttle change is
 # seen within it. Ticking every flush interval (0.05 s) there cost an idle crawler 1.3 % of a core,
 # 0.1 % at 1 s (issue 37, 30 s from /proc, load 1.3).
@@ -94,6 +94,7 @@ class DistributedScheduler:
         self.local: deque[Request] = deque()  # redirects of leased requests (still under their lease)
         self.next_pop_at = 0.0  # monotonic time before which the frontier is not asked again
         self.crawl_delays: dict[str, float] = {}  # domain -> robots.txt Crawl-delay (s)
+        self.ladder_delays: dict[str, float] = {}  # domain -> the ladder's pace (s), set by crawler/ladder.py
         self.last_heartbeat = 0.0
         self.last_delay_write = 0.0
         self.process_id = uuid.uuid4().hex[:12]
@@ -417,7 +418,8 @@ class DistributedScheduler:
     def _write_crawl_delays(self, delays: dict[str, float]) -> None:
         policy = self.throttle.policy()
         for domain, delay in delays.items():
-            self.frontier.set_throttle_delay(domain, policy.key(domain), delay, CRAWL_DELAY_TTL)
+            spacing, hold = hit_spacing(delay, self.ladder_delays.get(domain, 0.0), CRAWL_DELAY_TTL)
+            self.frontier.set_throttle_delay(domain, policy.key(domain), spacing, hold)
         self.last_delay_write = time.time()
 
 

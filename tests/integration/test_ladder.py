@@ -28,7 +28,7 @@ from tests.integration.test_frontier import new
 from tests.support.services import wait_until
 from utils.cli.main import main
 from utils.config.settings import Settings
-from utils.frontier import Frontier, Lease, Retry, ThrottlePolicy, keys
+from utils.frontier import Frontier, Lease, Retry, ThrottlePolicy, keys, throttle_state
 from utils.frontier.block_config import LadderRules
 from utils.frontier.domain_config import DomainConfig
 from utils.frontier.ladder import Ladder
@@ -126,7 +126,8 @@ def ladder_middleware(redis_db: redis.Redis, **overrides: str) -> tuple[LadderMi
     crawler = get_crawler(settings_dict={"SHOAL": settings})
     frontier = PacedFrontier(redis_db)
     throttle = SimpleNamespace(policy=lambda: POLICY)
-    scheduler = Spy(throttle=throttle, frontier=frontier, enqueued=[], delays=frontier.delays)
+    scheduler = Spy(throttle=throttle, frontier=frontier, enqueued=[], delays=frontier.delays, crawl_delays={},
+                    ladder_delays={})  # fmt: skip
     crawler.engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=scheduler))  # type: ignore[assignment]
     settled: list[Any] = []
     connect_settled(crawler, lambda lease, outcome, details: settled.append((lease.request_id, outcome)))
@@ -327,6 +328,33 @@ def test_a_level_set_by_hand_reaches_the_next_pop_and_a_crawlers_read_brings_its
     mw.process_request(first)  # the crawler reads the level: its pace joins it
     assert scheduler.frontier.levels == [("shop.test", 4), ("shop.test", 1)]
     assert frontier.pop("link", 1, POLICY).leases == []  # LADDER_SLOW_DELAY from now
+
+
+def test_a_ladder_step_keeps_a_longer_robots_crawl_delay_and_a_step_back_to_0_keeps_it_too(
+    redis_db: redis.Redis,
+) -> None:
+    """robots.txt says 8 s; the ladder's slow pace is 5 s: level 1 spaces hits by 8 s, not 5, and the
+    step back to 0 leaves the 8 s in place (it used to write 5, then 0)."""
+    mw, spider, _, scheduler = ladder_middleware(redis_db, LADDER_REFRESH="0")
+    frontier, key = scheduler.frontier, POLICY.key("shop.test")
+    frontier.enqueue([new("http://shop.test/1", "shop.test")])
+    scheduler.crawl_delays["shop.test"] = 8.0
+    frontier.set_throttle_delay("shop.test", key, 8.0, 86400)  # what the scheduler writes on robots.txt
+
+    def delay() -> tuple[float, float]:
+        state = throttle_state.read(redis_db, key, "shop.test", frontier.shards.tag("shop.test"))
+        assert state is not None
+        return state.delay, state.delay_until - time.time()
+
+    mw.ladder.set_level("link", "shop.test", 1, reason="slower")
+    mw.level(spider, "shop.test")  # the crawler reads the level: its pace joins it
+    assert mw.slow_delay == 5.0
+    assert delay()[0] == 8.0
+    mw.ladder.set_level("link", "shop.test", 0, reason="clean")
+    mw.level(spider, "shop.test")
+    spacing, holds = delay()
+    assert spacing == 8.0  # still the site's Crawl-delay,
+    assert holds > 3600  # for as long as it holds
 
 
 def test_a_challenge_site_with_markers_alone_reaches_the_browser_rung_at_default_settings(

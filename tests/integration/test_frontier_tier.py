@@ -100,7 +100,8 @@ def test_refills_keep_each_domains_order_and_no_window_runs_dry(redis_db: redis.
     more = [new(f"http://a.com/late{i}", "a.com", priority=9) for i in range(5)]  # better than most of the tail
     assert set(frontier.enqueue(more)) == {"queued"}
     leases = drain_all(frontier, disk, 215)
-    assert len(leases) == 215 and len({lease.request_id + lease.domain for lease in leases}) == 215
+    assert len(leases) == 215
+    assert len({lease.request_id + lease.domain for lease in leases}) == 215
     for domain, order in service_order(leases).items():
         assert [p for p, _ in order] == sorted((p for p, _ in order), reverse=True), domain
         for p in {p for p, _ in order}:
@@ -118,8 +119,10 @@ def test_info_counts_both_tiers_and_stop_removes_both(redis_db: redis.Redis, dis
     assert set(frontier.enqueue([new(f"http://a.com/o{i}", "a.com", crawlid="c2") for i in range(30)])) == {"queued"}
     disk.round(["link"], 0.0)
     view = crawl_view(disk.client, REF, disk.shards, disk)
-    assert view["total"] == 100 and view["domains"]["a.com"]["total"] == 50
-    assert view["domains"]["a.com"]["high_priority"] == 9 and view["domains"]["a.com"]["low_priority"] == 1
+    assert view["total"] == 100
+    assert view["domains"]["a.com"]["total"] == 50
+    assert view["domains"]["a.com"]["high_priority"] == 9
+    assert view["domains"]["a.com"]["low_priority"] == 1
     assert crawl_view(disk.client, CrawlRef("link", "app", "c2"), disk.shards, disk)["total"] == 30
     purger = Purger(disk.client, 3600, 86400, shards=disk.shards, disk=disk)
     assert purger.purge(REF, "stopped") == 100
@@ -127,7 +130,8 @@ def test_info_counts_both_tiers_and_stop_removes_both(redis_db: redis.Redis, dis
     assert (counters["queued"], counters["dropped_stopped"]) == (0, 100)
     assert crawl_view(disk.client, REF, disk.shards, disk)["total"] == 0
     left = drain_all(frontier, disk, 30)  # the other crawl is whole, in order
-    assert len(left) == 30 and {lease.record["crawlid"] for lease in left} == {"c2"}
+    assert len(left) == 30
+    assert {lease.record["crawlid"] for lease in left} == {"c2"}
     assert crawl_counters(redis_db, "link", "app", "c2")["crawled"] == 30
     assert shard_sum(redis_db, "hlen", keys.tier_tails("link")) == 0
 
@@ -139,7 +143,8 @@ def test_expire_removes_the_tail_too(redis_db: redis.Redis, disk: DiskTier) -> N
     assert purger.purge(REF, "expired") == 45  # part of the tail still in the spill stream
     counters = crawl_counters(redis_db, "link", "app", "c1")
     assert (counters["queued"], counters["dropped_expired"]) == (0, 45)
-    assert disk.store.count() == 0 and queued(redis_db, "a.com") == 0
+    assert disk.store.count() == 0
+    assert queued(redis_db, "a.com") == 0
 
 
 def test_a_refill_killed_before_its_commit_loses_and_doubles_nothing(
@@ -153,15 +158,16 @@ def test_a_refill_killed_before_its_commit_loses_and_doubles_nothing(
     sid = disk.shards.tag("a.com") + "link"
     # the refill's steps by hand, then the process "dies" before PostgreSQL commits its DELETE
     rows = disk.store.best(sid, "a.com", WINDOW - 5)
-    args = [sid, "batch-1", "a.com", *(v for s, m, p in rows for v in (repr(s), m, p))]
-    assert disk.refill_script(keys=[keys.shard_route(disk.shards.tag("a.com"))], args=args) == len(rows)
+    args = [sid, "batch-1", "a.com", len(rows), *(v for s, m, p in rows for v in (repr(s), m, p))]
+    assert disk.refill_script(keys=[keys.shard_route(disk.shards.tag("a.com"))], args=args) == [len(rows)]  # fmt: skip
     disk.store.delete(sid, [("a.com", m) for _, m, _ in rows])
     disk.store.conn.close()  # never committed: the rows are in Redis and still on disk
     successor = disk_tier(redis_db, postgres, WINDOW, table=disk.table)
     assert successor.store.count(sid) == 60
     successor.store.conn.rollback()
     leases += drain_all(frontier, successor, 65)
-    assert len(leases) == 80 and len({lease.request_id for lease in leases}) == 80
+    assert len(leases) == 80
+    assert len({lease.request_id for lease in leases}) == 80
     assert crawl_counters(redis_db, "link", "app", "c1")["crawled"] == 80
     assert successor.store.count() == 0
     successor.close()
@@ -179,7 +185,8 @@ def test_a_drain_killed_before_its_trim_adds_nothing_twice(
     disk.store.conn.close()  # dies before the stream is trimmed
     successor = disk_tier(redis_db, postgres, WINDOW, table=disk.table)
     leases = drain_all(frontier, successor, 50)
-    assert len(leases) == 50 and len({lease.request_id for lease in leases}) == 50
+    assert len(leases) == 50
+    assert len({lease.request_id for lease in leases}) == 50
     assert successor.store.count() == 0
     successor.close()
 

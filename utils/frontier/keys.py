@@ -205,11 +205,6 @@ def tier_tails(spiderid: str) -> str:
     return f"{spiderid}:tier:tails"
 
 
-def tier_pending(spiderid: str) -> str:
-    """HASH domain -> how many of its requests are in the spill stream: a refill waits for 0."""
-    return f"{spiderid}:tier:pending"
-
-
 def tier_low(spiderid: str) -> str:
     """SET of domains whose window fell to half while their tail is on disk: the mover refills them."""
     return f"{spiderid}:tier:low"

@@ -126,42 +126,46 @@ class DiskTier:
                 break
             self.store.insert((sid, f["d"], float(f["s"]), f["m"], f["c"], f["p"]) for _, f in entries)
             self.store.conn.commit()
-            args: list[Any] = [sid]
-            for entry_id, fields in entries:
-                args += [entry_id, fields["d"]]
-            self.trim_script(keys=[keys.shard_route(_tag(sid))], args=args)
+            self.trim_script(keys=[keys.shard_route(_tag(sid))], args=[sid, *(entry_id for entry_id, _ in entries)])
             moved += len(entries)
             if len(entries) < batch:
                 break
         return moved
 
-    def refill(self, sid: str, domain: str) -> int:
-        """Top the domain's window up from its tail; the requests moved."""
-        for _ in range(2):
-            size = self.client.zcard(keys.queue(sid, domain))
-            wanted = self.window - int(size)
-            if wanted <= 0 or not self.client.hget(keys.tier_tails(sid), domain):
-                self.client.srem(keys.tier_low(sid), domain)
-                return 0
-            rows = self.store.best(sid, domain, wanted)
-            batch = uuid.uuid4().hex
-            args: list[Any] = [sid, batch, domain]
-            for score, member, payload in rows:
+    def refill(self, sid: str, domains: list[str]) -> int:
+        """Top the domains' windows up from their tails, in one transaction; the requests moved (a row
+        behind an entry of its domain still in the spill stream waits for the next drain)."""
+        pipe = self.client.pipeline(transaction=False)
+        for d in domains:
+            pipe.zcard(keys.queue(sid, d))
+        pipe.hmget(keys.tier_tails(sid), domains)
+        *sizes, tails = pipe.execute()
+        wanted = {
+            d: self.window - int(n) for d, n, t in zip(domains, sizes, tails, strict=True) if t and n < self.window
+        }
+        done = [d for d in domains if d not in wanted]
+        if done:
+            self.client.srem(keys.tier_low(sid), *done)
+        if not wanted:
+            return 0
+        rows = self.store.best_of(sid, wanted)
+        batch = uuid.uuid4().hex
+        args: list[Any] = [sid, batch]
+        for d, found in rows.items():
+            args += [d, len(found)]
+            for score, member, payload in found:
                 args += [repr(score), member, payload]
-            done = self.refill_script(keys=[keys.shard_route(_tag(sid))], args=args)
-            if done == "pending":  # part of its tail is still in the stream: drain, then try again
-                self.store.conn.rollback()
-                self.drain(sid)
-                continue
-            self.store.delete(sid, [(domain, member) for _, member, _ in rows])
-            self.store.conn.commit()
-            self.client.hdel(keys.tier_ledger(sid), batch)
-            return len(rows)
-        return 0
+        counts = self.refill_script(keys=[keys.shard_route(_tag(sid))], args=args)
+        moved = [(d, m) for (d, found), n in zip(rows.items(), counts, strict=True) for _, m, _ in found[: int(n)]]
+        self.store.delete(sid, moved)
+        self.store.conn.commit()
+        self.client.hdel(keys.tier_ledger(sid), batch)
+        return len(moved)
 
     def refill_low(self, sid: str, limit: int = REFILL_DOMAINS) -> int:
         """Refill the domains pop.lua listed as low; the requests moved."""
-        return sum(self.refill(sid, d) for d in self.client.srandmember(keys.tier_low(sid), limit) or [])
+        domains = self.client.srandmember(keys.tier_low(sid), limit)
+        return self.refill(sid, list(domains)) if domains else 0
 
     def sweep(self, sid: str) -> int:
         """List every domain with a tail whose window is at half or less (a purge or a reap can empty

@@ -92,6 +92,19 @@ class TailStore:
         with self.conn.cursor() as cur:
             return [(float(s), str(m), str(p)) for s, m, p in cur.execute(query, (sid, domain, limit))]
 
+    def best_of(self, sid: str, wanted: dict[str, int]) -> dict[str, list[tuple[float, str, str]]]:
+        """`best` of several domains in one query: domain -> its rows, for `wanted` domain -> count."""
+        query = sql.SQL(
+            "SELECT d.domain, r.score, r.member, r.payload FROM unnest(%s::text[], %s::int[]) AS d(domain, n)"
+            " CROSS JOIN LATERAL (SELECT score, member, payload FROM {} t WHERE t.sid = %s AND t.domain = d.domain"
+            " ORDER BY score, member LIMIT d.n) r"
+        ).format(self.table)
+        found: dict[str, list[tuple[float, str, str]]] = {d: [] for d in wanted}
+        with self.conn.cursor() as cur:
+            for d, s, m, p in cur.execute(query, (list(wanted), list(wanted.values()), sid)):
+                found[str(d)].append((float(s), str(m), str(p)))
+        return found
+
     def of_crawl(self, sid: str, crawl: str, limit: int) -> list[tuple[str, str]]:
         """(domain, member) of up to `limit` rows of one crawl (its code), locked."""
         query = sql.SQL("SELECT domain, member FROM {} WHERE sid = %s AND crawl = %s LIMIT %s FOR UPDATE").format(

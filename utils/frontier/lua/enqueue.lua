@@ -169,8 +169,8 @@ local function push(sid, domain, prio, appid, crawlid, payload, place, profile)
     n = n + 4096  -- taken (another batch of the same µs): the next µs
   until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
   if profile > 0 then payload = profile_of(sid, appid, crawlid, profile) .. payload end
+  if window > 0 and tr_admit(sid, domain, queue, id .. code, score, payload, window) then return end
   st_put(sid, appid, crawlid, domain, id, payload)
-  if window > 0 then tr_admit(sid, domain, queue, id .. code, window) end
 end
 
 for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do

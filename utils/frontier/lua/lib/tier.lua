@@ -8,7 +8,8 @@
 -- A move is one atomic step of a script: a request is in exactly one tier at any time. Members are
 -- opaque to the tier but for their 16-digit id and crawl code (the split crawl_counts.lua uses).
 --
--- tr_admit(sid, d, queue, m, window): after member `m` joined `queue`, keep the window's rule.
+-- tr_admit(sid, d, queue, m, score, payload, window): after member `m` joined `queue`, before its
+--   payload is stored, keep the window's rule; true when `m` itself went to the tail.
 -- tr_leased(sid, d, queue, emptied): after a lease from `queue` (`emptied`: it is empty now); a
 --   domain with a tail whose window fell to half is listed for a refill; an emptied one is counted
 --   (`dry`: the figure the tier must keep at 0).
@@ -19,6 +20,21 @@
 
 local tr_on = nil  -- does this shard hold any tail? (read once per call)
 
+local tr_window_set = false  -- the window is written into the tier's state once per call
+
+-- Put member `m` (score `score`, stored request `payload`) of domain `d` into the spill stream.
+local function tr_spill_as(sid, d, m, score, payload, window)
+  redis.call('XADD', K.tier_spill(sid), '*', 'd', d, 's', score, 'm', m, 'c', string.sub(m, 17), 'p', payload)
+  redis.call('HINCRBY', K.tier_tails(sid), d, 1)
+  local state = K.tier_state(sid)
+  redis.call('HINCRBY', state, 'spilled', 1)
+  if not tr_window_set then
+    redis.call('HSET', state, 'window', window)
+    tr_window_set = true
+  end
+  tr_on = true
+end
+
 -- Move window member `m` of domain `d` into the spill stream, payload and all.
 local function tr_spill(sid, d, queue, m, window)
   local score = redis.call('ZSCORE', queue, m)
@@ -27,24 +43,27 @@ local function tr_spill(sid, d, queue, m, window)
   local payload = crawl and st_get(sid, crawl.appid, crawl.crawlid, d, id) or ''
   redis.call('ZREM', queue, m)
   if crawl then st_drop(sid, crawl.appid, crawl.crawlid, d, id) end
-  redis.call('XADD', K.tier_spill(sid), '*', 'd', d, 's', score, 'm', m, 'c', string.sub(m, 17), 'p', payload)
-  redis.call('HINCRBY', K.tier_tails(sid), d, 1)
-  redis.call('HINCRBY', K.tier_pending(sid), d, 1)
-  redis.call('HINCRBY', K.tier_state(sid), 'spilled', 1)
-  redis.call('HSET', K.tier_state(sid), 'window', window)
-  tr_on = true
+  tr_spill_as(sid, d, m, score, payload, window)
 end
 
-local function tr_admit(sid, d, queue, m, window)
+-- Returns true when `m` itself went to the tail (its payload is in the stream: not to be stored).
+local function tr_admit(sid, d, queue, m, score, payload, window)
   local tail = tonumber(redis.call('HGET', K.tier_tails(sid), d) or '0')
   local size = redis.call('ZCARD', queue)
-  if tail == 0 and size <= window then return end
+  if tail == 0 and size <= window then return false end
   local worst = redis.call('ZRANGE', queue, -1, -1)[1]
-  if size > window or worst == m then
+  local itself = false
+  if worst == m and (tail > 0 or size > window) then
+    redis.call('ZREM', queue, m)
+    tr_spill_as(sid, d, m, score, payload, window)
+    itself = true
+    size = size - 1
+  elseif size > window then
     tr_spill(sid, d, queue, worst, window)
     size = size - 1
   end
   if size <= window / 2 then redis.call('SADD', K.tier_low(sid), d) end
+  return itself
 end
 
 local function tr_leased(sid, d, queue, emptied)

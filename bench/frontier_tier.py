@@ -1,7 +1,7 @@
 """The disk tier (FRONTIER_DISK_TIER_DSN): Redis bytes per domain, disk bytes per URL, enqueue while popping.
 
 N children of a realistic crawl (bench/frontier_memory.py) over D domains are enqueued through the
-frontier's own script while a popper leases and acks at a crawler's pace and a mover process
+frontier's own script while a popper leases and acks under the default throttle and a mover process
 (utils/frontier/tier.py, as the redis monitor runs it) drains the spill stream into PostgreSQL and
 refills low windows. Reported: enqueue URLs/s with and without the tier (interleaved rounds on a
 loaded machine: the ratio is the figure), Redis `used_memory` growth per domain and per URL once
@@ -35,6 +35,7 @@ from bench.common import print_checks, write_result
 from bench.frontier_memory import by_structure, children
 from tests.support.postgres import start_postgres
 from tests.support.tier import tier_dsn
+from utils.config.settings import Settings, default_values
 from utils.frontier import Ack, Frontier, ThrottlePolicy
 from utils.frontier.tier import DiskTier
 from utils.services import start_local_services
@@ -42,7 +43,8 @@ from utils.services import start_local_services
 BATCH = 1000
 POP_RATE = 2000  # leases per second: a few crawlers' pace
 TABLE = "frontier_tail"
-OPEN = ThrottlePolicy(hits=0)
+_DEFAULTS = Settings(default_values())
+THROTTLE = ThrottlePolicy(hits=_DEFAULTS.get_int("QUEUE_HITS"), window=_DEFAULTS.get_float("QUEUE_WINDOW"))
 
 
 def mover(host: str, port: int, dsn: str, window: int, stop: Any, out: Any) -> None:
@@ -68,15 +70,16 @@ def mover(host: str, port: int, dsn: str, window: int, stop: Any, out: Any) -> N
 
 
 def popper(host: str, port: int, stop: Any, out: Any) -> None:
-    """Lease and ack at POP_RATE until stopped; sends the number leased."""
+    """Lease and ack under the default throttle (QUEUE_HITS per QUEUE_WINDOW, moderated), as
+    crawlers do, at most POP_RATE a second, until stopped; sends the number leased."""
     frontier = Frontier(redis.Redis(host=host, port=port), lease_timeout=300)
     leased, started = 0, time.monotonic()
     while not stop.is_set():
-        got = frontier.pop("link", 100, OPEN).leases
+        got = frontier.pop("link", 100, THROTTLE).leases
         frontier.ack([Ack.of(lease) for lease in got])
         leased += len(got)
         ahead = leased / POP_RATE - (time.monotonic() - started)
-        time.sleep(max(ahead, 0.01 if not got else 0.0))
+        time.sleep(max(ahead, 0.05 if not got else 0.0))
     out.put(leased)
 
 

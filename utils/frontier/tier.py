@@ -25,8 +25,10 @@ from typing import Any
 
 import psycopg
 import ujson
+from psycopg import conninfo
 
 from utils.config.clients import RedisClient
+from utils.config.postgres import APPLICATION_NAME, TCP_OPTIONS
 from utils.config.settings import Settings
 from utils.frontier import keys
 from utils.frontier.progress import CrawlRef
@@ -78,7 +80,9 @@ class DiskTier:
     @property
     def store(self) -> TailStore:
         if self._store is None:
-            store = TailStore(psycopg.connect(self.conninfo, autocommit=False), self.table)
+            target = conninfo.make_conninfo(self.conninfo, application_name=APPLICATION_NAME, **TCP_OPTIONS)
+            conn = psycopg.connect(target, autocommit=False)
+            store = TailStore(conn, self.table)
             store.create(self.partitions)
             self._store = store
         return self._store

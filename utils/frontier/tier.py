@@ -4,7 +4,7 @@ enqueue.lua puts a request past its domain's window into the shard's spill strea
 this module moves it on, one shard at a time under that shard's advisory lock in PostgreSQL, so the
 moves of a shard never overlap whichever process makes them (the redis monitors' mover, stop,
 expire, info). Holding the lock, a process first finishes what a killed one left (`recover`):
-- drain: COPY stream entries into the table, commit, then drop them from the stream (tier_trim.lua).
+- drain: COPY stream entries into the table, commit, then trim them off the stream (tier_trim.lua).
   Killed between the two, the entries are copied again and add nothing (ON CONFLICT DO NOTHING).
 - refill: select a domain's best rows (its queue order: score, member), put them into its queue
   with a ledger entry (tier_refill.lua), delete them, commit, drop the ledger entry. Killed before
@@ -130,7 +130,7 @@ class DiskTier:
                 break
             self.store.insert((sid, f["d"], float(f["s"]), f["m"], f["c"], f["p"]) for _, f in entries)
             self.store.conn.commit()
-            self.trim_script(keys=[keys.shard_route(_tag(sid))], args=[sid, *(entry_id for entry_id, _ in entries)])
+            self.trim_script(keys=[keys.shard_route(_tag(sid))], args=[sid, entries[-1][0]])
             moved += len(entries)
             if len(entries) < batch:
                 break

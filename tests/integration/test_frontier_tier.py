@@ -16,7 +16,7 @@ from redis_monitor.purge import Purger
 from tests.support.frontier_keys import crawl_counters, every_key, shard_sum
 from tests.support.postgres import Postgres
 from tests.support.tier import disk_tier
-from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy, crawl_request, keys
+from utils.frontier import Ack, Frontier, NewRequest, ThrottlePolicy, crawl_request, keys, tier
 from utils.frontier.fingerprint import fingerprint
 from utils.frontier.progress import CrawlRef
 from utils.frontier.tier import DiskTier
@@ -69,9 +69,9 @@ def service_order(leases: list[Any]) -> dict[str, list[tuple[int, str]]]:
 
 @pytest.fixture
 def disk(redis_db: redis.Redis, postgres: Postgres) -> Iterator[DiskTier]:
-    tier = disk_tier(redis_db, postgres, WINDOW)
-    yield tier
-    tier.close()
+    made = disk_tier(redis_db, postgres, WINDOW)
+    yield made
+    made.close()
 
 
 def test_a_deep_queue_keeps_its_window_in_redis_and_the_rest_on_disk(redis_db: redis.Redis, disk: DiskTier) -> None:
@@ -80,6 +80,8 @@ def test_a_deep_queue_keeps_its_window_in_redis_and_the_rest_on_disk(redis_db: r
     assert queued(redis_db, "a.com") == queued(redis_db, "b.com") == WINDOW
     assert crawl_counters(redis_db, "link", "app", "c1")["queued"] == 120
     assert shard_sum(redis_db, "xlen", keys.tier_spill("link")) == 80
+    line = tier.describe(redis_db, disk.shards)  # `shoal status`
+    assert line == "disk tier: 80 requests on disk; 80 spilled, 0 refilled, 0 windows ran dry"
     disk.round(["link"], 0.0)
     assert shard_sum(redis_db, "xlen", keys.tier_spill("link")) == 0
     assert disk.store.count() == 80

@@ -251,14 +251,31 @@ class DiskTier:
         return found
 
     def figures(self, spiders: list[str]) -> dict[str, int]:
-        """The tier's counters summed over shards: spilled, refilled, dry, tails (requests on disk)."""
-        out = {"spilled": 0, "refilled": 0, "dry": 0, "tails": 0}
-        for _, sid in spider_shards(spiders, self.shards):
-            state = self.client.hgetall(keys.tier_state(sid))
-            for name in ("spilled", "refilled", "dry"):
-                out[name] += int(state.get(name, 0) or 0)
-            out["tails"] += sum(int(v) for v in self.client.hvals(keys.tier_tails(sid)))
-        return out
+        return figures(self.client, spiders, self.shards)
+
+
+def figures(client: RedisClient, spiders: list[str], shards: Shards) -> dict[str, int]:
+    """The tier's counters summed over shards: spilled, refilled, dry, tails (requests on disk or
+    on their way there)."""
+    out = {"spilled": 0, "refilled": 0, "dry": 0, "tails": 0}
+    for _, sid in spider_shards(spiders, shards):
+        state = {_text(k): int(v) for k, v in client.hgetall(keys.tier_state(sid)).items()}
+        for name in ("spilled", "refilled", "dry"):
+            out[name] += state.get(name, 0)
+        out["tails"] += sum(int(v) for v in client.hvals(keys.tier_tails(sid)))
+    return out
+
+
+def describe(client: RedisClient, shards: Shards) -> str:
+    """One line for `shoal status`."""
+    spiders = sorted(_text(s) for s in client.smembers(keys.SPIDERS))
+    found = figures(client, spiders, shards)
+    return (f"disk tier: {found['tails']:,} requests on disk; {found['spilled']:,} spilled, "
+            f"{found['refilled']:,} refilled, {found['dry']:,} windows ran dry")  # fmt: skip
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _tag(sid: str) -> str:

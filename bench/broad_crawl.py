@@ -9,7 +9,10 @@ Shoal's counters: the smallest gap between two page fetches of one host, as a sh
 (robots.txt, fetched once per host by Scrapy's robots middleware, is not a page fetch).
 Targets: throttled pages/s >= 0.8 x min(hosts x hits / window, the throttle-off pages/s); every page
 crawled once; no two page fetches of one host closer than 0.9 x the interval.
-Run: `python -m bench.broad_crawl [--hosts 2000] [--pages 5]`.
+`--tier`: the default throttle without and with the disk tier (a tiny FRONTIER_WINDOW, so most of
+each host's queue is on disk and a redis monitor moves it), interleaved rounds: pages/s >= 0.95x
+without, 0 dry windows, the same politeness.
+Run: `python -m bench.broad_crawl [--hosts 2000] [--pages 5] [--tier --window 2 --rounds 2]`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import resource
+import shutil
 import tempfile
 import time
 from collections import defaultdict
@@ -27,12 +32,14 @@ from typing import Any
 from bench.common import bench_cluster, print_checks, write_result
 from tests.e2e.test_crawler_helpers import crawler_started, seed
 from tests.support.cluster import TestCluster
+from tests.support.postgres import start_postgres
 from tests.support.services import wait_until
+from tests.support.tier import tier_dsn
 from utils.config.clients import redis_client
 from utils.config.settings import Settings, default_values
 from utils.demosite import SiteServer
 from utils.demosite.broad import HUB, broad_site
-from utils.frontier import progress
+from utils.frontier import keys, progress
 from utils.frontier.progress import CrawlRef
 from utils.services import free_port
 from utils.services.process import port_in_use
@@ -91,10 +98,65 @@ def fetch_gaps(log: Path, since: float) -> tuple[dict[str, list[float]], int]:
     return times, repeats
 
 
+def tier_rounds(hub: str, log: Path, expected: int, rounds: int, window: int) -> dict[str, Any]:
+    """The default throttle without and with the disk tier (FRONTIER_WINDOW `window`: most of each
+    host's queue on disk; a redis monitor moves it), interleaved `rounds` times; each tier run's
+    dry windows (a host's window emptied while its tail was on disk) and smallest fetch gap."""
+    server, root = start_postgres()
+    runs: list[dict[str, Any]] = []
+    try:
+        for r in range(rounds):
+            for tier in (False, True):
+                extra = {"FRONTIER_DISK_TIER_DSN": tier_dsn(server), "FRONTIER_WINDOW": str(window),
+                         "FRONTIER_DISK_TIER_TABLE": f"tail_{r}"} if tier else {}  # fmt: skip
+                since = time.time()
+                with bench_cluster(ZOOKEEPER_ENABLED="false", **extra) as cluster:
+                    if tier:
+                        cluster.start("redis-monitor", name="redis-monitor")
+                    figures = crawl(cluster, hub, f"{'tier' if tier else 'plain'}{r}", expected)
+                    client = redis_client(cluster.settings, decode=True)
+                    state = client.hgetall(keys.tier_state("link"))
+                times, repeats = fetch_gaps(log, since)
+                gaps = [b - a for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:], strict=False)]
+                figures.update({"tier": tier, "repeats": repeats, "load_average_1m": round(os.getloadavg()[0], 1),
+                                "min_gap_share_of_interval": round(min(gaps) / (WINDOW / HITS), 3) if gaps else 0.0,
+                                "spilled": int(state.get("spilled", 0)), "refilled": int(state.get("refilled", 0)),
+                                "dry_windows": int(state.get("dry", 0))})  # fmt: skip
+                print(figures, flush=True)
+                runs.append(figures)
+    finally:
+        server.service.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    ratios = [on["pages_per_s"] / off["pages_per_s"] for off, on in zip(runs[::2], runs[1::2], strict=True)]
+    return {"window": window, "runs": runs, "ratios": [round(r, 3) for r in ratios]}
+
+
+def main_tier(args: argparse.Namespace, hub: str, log: Path, expected: int) -> int:
+    found = tier_rounds(hub, log, expected, args.rounds, args.window)
+    tier_runs = [r for r in found["runs"] if r["tier"]]
+    figures = {"hosts": args.hosts, "pages_per_host": args.pages, "crawlers": CRAWLERS, **found}
+    checks = {
+        "pages/s with the tier >= 0.95x without (median of interleaved rounds)": sorted(found["ratios"])[
+            len(found["ratios"]) // 2] >= 0.95,
+        "the tier held most of each queue (spilled > half the pages)": all(
+            r["spilled"] > expected / 2 for r in tier_runs),
+        "no window ran dry while its tail was on disk": all(r["dry_windows"] == 0 for r in tier_runs),
+        "every page crawled once": all(r["pages"] == expected and r["repeats"] == 0 for r in found["runs"]),
+        "no two fetches of a host closer than 0.9x interval": all(
+            r["min_gap_share_of_interval"] >= 0.9 for r in found["runs"]),
+    }  # fmt: skip
+    print_checks(checks)
+    write_result("broad_crawl_tier", figures, checks)
+    return 0 if all(checks.values()) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--hosts", type=int, default=2000)
     parser.add_argument("--pages", type=int, default=5, help="pages per host, its index included")
+    parser.add_argument("--tier", action="store_true", help="default throttle without and with the disk tier")
+    parser.add_argument("--window", type=int, default=2, help="FRONTIER_WINDOW of the tier runs")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the tier runs")
     args = parser.parse_args()
     port = free_port()
     interval = WINDOW / HITS
@@ -106,6 +168,8 @@ def main() -> int:
         try:
             wait_until(lambda: port_in_use(HUB, port), timeout=120)
             hub = f"http://{HUB}:{port}/"
+            if args.tier:
+                return main_tier(args, hub, log, expected)
             with bench_cluster(QUEUE_HITS=0, ZOOKEEPER_ENABLED="false") as cluster:
                 off = crawl(cluster, hub, "off", expected)
             since = time.time()
@@ -128,9 +192,11 @@ def main() -> int:
         "every page crawled once (both runs)": off["pages"] == on["pages"] == expected and repeats == 0,
         "no two fetches of a host closer than 0.9x interval": gaps != [] and min_gap >= 0.9,
     }
-    print(f"broad crawl, {args.hosts} hosts x {args.pages} pages, {CRAWLERS} crawlers: throttle off "
-          f"{off['pages_per_s']} pages/s, default throttle {on['pages_per_s']} pages/s (allowed {allowed:.1f}), "
-          f"ratio {ratio:.2f}; smallest gap {min_gap:.3f} x interval, {close_pairs} pairs < 0.9 x")
+    print(
+        f"broad crawl, {args.hosts} hosts x {args.pages} pages, {CRAWLERS} crawlers: throttle off "
+        f"{off['pages_per_s']} pages/s, default throttle {on['pages_per_s']} pages/s (allowed {allowed:.1f}), "
+        f"ratio {ratio:.2f}; smallest gap {min_gap:.3f} x interval, {close_pairs} pairs < 0.9 x"
+    )
     print_checks(checks)
     write_result("broad_crawl", figures, checks)
     return 0 if all(checks.values()) else 1

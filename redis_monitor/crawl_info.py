@@ -18,6 +18,7 @@ from utils.frontier import crawl_request, keys, progress
 from utils.frontier.fingerprint import false_drop_now
 from utils.frontier.progress import CrawlRef
 from utils.frontier.shards import Shards
+from utils.frontier.tier import DiskTier
 
 CHUNK = 5000  # members per ZMSCORE call, domains per SSCAN page
 DOMAINS_PER_CALL = 500  # requests hashes read per pipeline (~100 requests each)
@@ -109,9 +110,21 @@ def progress_view(client: RedisClient, ref: CrawlRef, shards: Shards | None = No
     return progress.snapshot(read)
 
 
-def crawl_view(client: RedisClient, ref: CrawlRef, shards: Shards | None = None) -> dict[str, Any]:
-    """total, domains and distinct_domains of one crawl (the body of both info answers)."""
-    domains = pending_by_domain(client, ref, shards)
+def crawl_view(
+    client: RedisClient, ref: CrawlRef, shards: Shards | None = None, tier: DiskTier | None = None
+) -> dict[str, Any]:
+    """total, domains and distinct_domains of one crawl (the body of both info answers); with the
+    disk tier, its tail counts too, both read while no request moves between the tiers."""
+    if tier is None:
+        domains = pending_by_domain(client, ref, shards)
+    else:
+        with tier.holding(ref.spiderid):
+            domains = pending_by_domain(client, ref, shards)
+            for name, (count, high, low) in tier.crawl_domains(ref).items():
+                pending = domains.setdefault(name, DomainPending())
+                pending.total += count
+                pending.high_priority = max(pending.high_priority, high)
+                pending.low_priority = min(pending.low_priority, low)
     return {
         "total": sum(d.total for d in domains.values()),
         "domains": {name: d.view() for name, d in sorted(domains.items())},

@@ -13,6 +13,7 @@ from utils.frontier import keys
 from utils.frontier.progress import CrawlRef
 from utils.frontier.scripts import source
 from utils.frontier.shards import Shards
+from utils.frontier.tier import DiskTier
 
 PURGE_CHUNK = 5000  # requests per purge call (~5 ms of Redis time)
 
@@ -25,6 +26,7 @@ class Purger:
         state_ttl: int,
         chunk: int = PURGE_CHUNK,
         shards: Shards | None = None,
+        disk: DiskTier | None = None,
     ) -> None:
         self.client = client
         self.script = client.register_script(source("purge"))
@@ -33,6 +35,7 @@ class Purger:
         self.state_ttl = state_ttl
         self.chunk = chunk
         self.shards = shards or Shards.for_client(client)
+        self.disk = disk
 
     def purge(self, ref: CrawlRef, reason: str, check_expiry: bool = False) -> int | None:
         """Requests removed; None when `check_expiry` found the crawl not (or no longer) due."""
@@ -43,7 +46,13 @@ class Purger:
         pipe.delete(timeout)
         pipe.zrem(keys.TIMEOUTS, keys.crawl_member(ref.spiderid, ref.appid, ref.crawlid))
         pipe.execute()
-        return sum(self._purge_shard(tag, ref, reason) for tag in self.shards.tags)
+        purged = sum(self._purge_shard(tag, ref, reason) for tag in self.shards.tags)
+        if self.disk is not None:
+            # The tail next; then Redis again, for rows a refill brought in before the tail's lock was held.
+            purged += self.disk.purge(ref, reason)
+            purged += sum(self._purge_shard(tag, ref, reason) for tag in self.shards.tags)
+            self.disk.sweep_spider(ref.spiderid)  # windows it emptied whose tails hold other crawls
+        return purged
 
     def _purge_shard(self, tag: str, ref: CrawlRef, reason: str) -> int:
         total = 0

@@ -14,8 +14,9 @@ from redis_monitor import crawl_info
 from redis_monitor.context import Context
 from redis_monitor.plugins.base import action_answer, is_action
 from utils.config.settings import Settings
-from utils.frontier import keys
+from utils.frontier import keys, tier
 from utils.frontier.progress import CrawlRef
+from utils.frontier.tier import DiskTier
 from utils.jobs.stream import Job
 
 log = logging.getLogger(__name__)
@@ -24,13 +25,14 @@ log = logging.getLogger(__name__)
 class InfoMonitor:
     rank = 100
 
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, disk: DiskTier | None = None) -> None:
         self.redis = context.redis
         self.shards = context.shards
+        self.disk = disk
 
     @classmethod
     def from_settings(cls, settings: Settings, context: Context) -> InfoMonitor:
-        return cls(context)
+        return cls(context, DiskTier.from_settings(settings, context.redis) if tier.configured(settings) else None)
 
     def accepts(self, job: Job) -> bool:
         return is_action(job, "info")
@@ -46,7 +48,7 @@ class InfoMonitor:
         return [answer]
 
     def crawl_info(self, job: Job, ref: CrawlRef) -> dict[str, Any]:
-        view = crawl_info.crawl_view(self.redis, ref, self.shards)
+        view = crawl_info.crawl_view(self.redis, ref, self.shards, self.disk)
         answer = action_answer(
             job,
             total_pending=view["total"],
@@ -65,7 +67,7 @@ class InfoMonitor:
         sid = job.request["spiderid"]
         crawlids: dict[str, Any] = {}
         for ref in self._app_crawls(sid, job.appid):
-            view = crawl_info.crawl_view(self.redis, ref, self.shards)
+            view = crawl_info.crawl_view(self.redis, ref, self.shards, self.disk)
             entry = {"total": view["total"], "distinct_domains": len(view["domains"]), "domains": view["domains"]}
             entry["progress"] = crawl_info.progress_view(self.redis, ref, self.shards)
             if view["total"] == 0 and entry["progress"]["pending"] == 0:

@@ -14,7 +14,9 @@ from redis_monitor.context import Context
 from redis_monitor.plugins.base import action_answer, is_action
 from redis_monitor.purge import Purger
 from utils.config.settings import Settings
+from utils.frontier import tier
 from utils.frontier.progress import CrawlRef
+from utils.frontier.tier import DiskTier
 from utils.jobs.stream import Job
 from utils.observability.metrics import record_crawl_ended
 from utils.schemas import answers
@@ -56,4 +58,5 @@ def purger_of(settings: Settings, context: Context) -> Purger:
         settings.get_int("STOP_BLACKLIST_TTL"),
         settings.get_int("CRAWL_STATE_TIMEOUT"),
         shards=context.shards,
+        disk=DiskTier.from_settings(settings, context.redis) if tier.configured(settings) else None,
     )

@@ -95,6 +95,11 @@ HEARTBEAT_TIMEOUT = 120  # seconds; TTL of every process heartbeat key
 DUPEFILTER_MODE = "auto"  # auto, exact or bloom; a crawl's dupefilter unless its request says "dupefilter"
 DUPEFILTER_EXACT_MAX = 100_000  # URLs; mode auto keeps this many of a crawl exactly (~55 B each), then Bloom stages
 DUPEFILTER_FALSE_DROP = 1e-6  # ratio; mode auto: highest chance that a new URL is dropped as already seen
+FRONTIER_DISK_TIER_DSN = ""  # libpq DSN of the disk tier's PostgreSQL; '' = no disk tier (every queued URL in Redis)
+FRONTIER_WINDOW = 100  # requests; with the disk tier, most requests a domain keeps in Redis (the rest on disk)
+FRONTIER_DISK_TIER_TABLE = "frontier_tail"  # the disk tier's table (and its partitions' name stem)
+FRONTIER_DISK_TIER_PARTITIONS = 16  # partitions (by hash of the domain) the disk tier's table is created with
+FRONTIER_DISK_TIER_INTERVAL = 0.2  # seconds; pause between two rounds of a redis monitor's disk tier mover
 DUPEFILTER_BLOOM_CAPACITY = 1_000_000  # URLs; how many URLs of one crawl a Bloom dupefilter is sized for
 DUPEFILTER_BLOOM_ERROR_RATE = 0.001  # ratio; false-positive rate of a Bloom dupefilter at capacity
 THROTTLE_PAUSE_MAX = 600.0  # seconds; longest cluster-wide hold-back of a domain (Retry-After, Crawl-delay)
@@ -204,6 +209,7 @@ REDIS_MONITOR_PLUGINS: dict[str, int | None] = {  # dotted path -> rank; None di
     "redis_monitor.plugins.reaper.ReaperMonitor": 700,
     "redis_monitor.plugins.finished.FinishedMonitor": 800,
     "redis_monitor.plugins.apps.AppsMonitor": 900,
+    "redis_monitor.plugins.tier.TierMonitor": 1000,
 }
 REDIS_MONITOR_SLEEP_TIME = 0.1  # seconds; shortest pause of an idle redis monitor loop (a job or due work ends it)
 REDIS_MONITOR_BATCH = 10  # jobs; most jobs one monitor takes per round (small: idle monitors share a burst)

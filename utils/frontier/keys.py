@@ -193,6 +193,35 @@ def render_figures(host: str, process_id: str) -> str:
     return f"stats:render:{host}:{process_id}"
 
 
+# --- Disk tier (utils/frontier/tier.py; FRONTIER_DISK_TIER_DSN) ----------------------------------
+def tier_spill(spiderid: str) -> str:
+    """STREAM of requests leaving a domain's window for the disk tier, not yet in PostgreSQL: fields `d`
+    domain, `s` queue score, `m` queue member, `c` crawl code, `p` stored request (lua/lib/tier.lua)."""
+    return f"{spiderid}:tier:spill"
+
+
+def tier_tails(spiderid: str) -> str:
+    """HASH domain -> how many of its queued requests are in the disk tier (spill stream + PostgreSQL)."""
+    return f"{spiderid}:tier:tails"
+
+
+def tier_low(spiderid: str) -> str:
+    """SET of domains whose window fell to half while their tail is on disk: the mover refills them."""
+    return f"{spiderid}:tier:low"
+
+
+def tier_ledger(spiderid: str) -> str:
+    """HASH batch id -> JSON [[domain, member], ...]: PostgreSQL rows already moved out of the tail
+    (refilled into Redis or purged) whose DELETE may not have committed; the mover deletes them first."""
+    return f"{spiderid}:tier:ledger"
+
+
+def tier_state(spiderid: str) -> str:
+    """HASH of the tier's figures: `window` (requests per domain in Redis), `dry` (a window emptied
+    while its tail was on disk), `spilled`, `refilled`."""
+    return f"{spiderid}:tier"
+
+
 # --- Crawl registry, retries, dead letters, jobs -------------------------------------------------
 CRAWLS = "shoal:crawls"  # ZSET `<spiderid>\t<appid>\t<crawlid>` -> last enqueue (unix s): live crawls
 JOBS = "shoal:jobs"  # STREAM of action/stats/zookeeper jobs, written by kafka monitors

@@ -27,6 +27,7 @@ LUA_KEYS: tuple[Callable[..., str], ...] = (
     keys.dupefilter_stage, keys.domain_pages,
     keys.global_pages, keys.stopped, keys.dead_letters, keys.throttles, keys.spider_throttle_prefix,
     keys.wake, keys.ladder_levels,
+    keys.tier_spill, keys.tier_tails, keys.tier_low, keys.tier_ledger, keys.tier_state,
 )  # fmt: skip
 _MARK = "\x00"
 _PLACEHOLDER = re.compile(f"{_MARK}(\\w+){_MARK}")

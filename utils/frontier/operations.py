@@ -50,6 +50,7 @@ class Frontier:
         shards: Shards | None = None,
         exact_max: int = 100_000,
         false_drop: float = 1e-6,
+        window: int = 0,
     ) -> None:
         if dupefilter_mode not in DUPEFILTER_MODES:
             raise ValueError(f"dupefilter mode {dupefilter_mode!r} is not one of {DUPEFILTER_MODES}")
@@ -60,6 +61,7 @@ class Frontier:
         self.state_timeout = state_timeout
         self.round_trips = 0
         self.exact_max, self.false_drop = exact_max, false_drop  # mode auto (lua/lib/seen.lua)
+        self.window = window  # the disk tier's window per domain (lua/lib/tier.lua); 0 = no disk tier
         self._planners: dict[str, PopPlanner] = {}  # spiderid -> which shards its pops go to
         self._enqueue_head = [
             dupefilter_timeout,
@@ -88,6 +90,7 @@ class Frontier:
             shards=Shards.from_settings(settings),
             exact_max=settings.get_int("DUPEFILTER_EXACT_MAX"),
             false_drop=settings.get_float("DUPEFILTER_FALSE_DROP"),
+            window=settings.get_int("FRONTIER_WINDOW") if settings.get_str("FRONTIER_DISK_TIER_DSN") else 0,
         )
 
     # --- enqueue ---------------------------------------------------------------------------------
@@ -351,7 +354,7 @@ class Frontier:
         for request, place in zip(requests, places, strict=True):
             number = profiles.setdefault(request.profile, len(profiles) + 1) if request.profile else 0
             groups.append([*request.argv(tag), place, number])
-        head = [*self._enqueue_head, batch_us, self.exact_max, self.false_drop, len(profiles), *profiles]
+        head = [*self._enqueue_head, batch_us, self.exact_max, self.false_drop, self.window, len(profiles), *profiles]
         return self._flat(head, groups)
 
     @staticmethod

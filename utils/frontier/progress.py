@@ -260,7 +260,7 @@ def format_line(snap: dict[str, Any]) -> str:
 def render_crawls(settings: Settings, now: float | None = None) -> str:
     """The running crawls of the cluster as lines with progress bars (`shoal status`)."""
     now = time.time() if now is None else now
-    from utils.frontier import memory  # `shoal status` only
+    from utils.frontier import memory, tier  # `shoal status` only
 
     client = redis_client(settings)
     shards = Shards.from_settings(settings)
@@ -270,6 +270,8 @@ def render_crawls(settings: Settings, now: float | None = None) -> str:
         running = [p for p in progresses if not p.finished]
         sizes = {p.ref: memory.crawl_bytes(client, p.ref, shards) for p in running}
         lines = [memory.describe(memory.redis_memory(client), sum(p.pending for p in progresses))]
+        if tier.configured(settings):
+            lines.append(tier.describe(client, shards))
     except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as exc:
         return f"crawls: unknown, Redis does not answer ({exc})"
     finally:

@@ -13,7 +13,8 @@
 --         keep FIFO across shards
 -- ARGV[10] mode auto: fingerprints a crawl keeps exactly before its Bloom stages (lib/seen.lua)
 -- ARGV[11] mode auto: the highest chance that a new URL is dropped as seen (false drop)
--- ARGV[12] how many profiles follow (P), then ARGV[13 .. 12 + P] the profiles: the JSON of crawl-level
+-- ARGV[12] the disk tier's window: most requests a domain keeps in Redis (0 = no disk tier; lib/tier.lua)
+-- ARGV[13] how many profiles follow (P), then ARGV[14 .. 13 + P] the profiles: the JSON of crawl-level
 --         fields the call's requests share (utils/frontier/crawl_request.py), each stored once per crawl
 -- then one group of 16 values per request:
 --   spiderid, domain, priority, appid, crawlid,
@@ -41,9 +42,11 @@
 --! include wake
 --! include stored
 --! include seen
+--! include tier
 
 local NF = 16
-local FIRST_PROFILE = 13
+local FIRST_PROFILE = 14
+local window = tonumber(ARGV[12])
 local MARK_WINDOW = 20000  -- offsets; far more than a monitor writes ahead of its commits (2 polls)
 local marked = {}  -- offset marks key -> newest offset marked by this call, trimmed at the end
 local dupe_ttl, state_ttl, page_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -166,6 +169,7 @@ local function push(sid, domain, prio, appid, crawlid, payload, place, profile)
     n = n + 4096  -- taken (another batch of the same µs): the next µs
   until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
   if profile > 0 then payload = profile_of(sid, appid, crawlid, profile) .. payload end
+  if window > 0 and tr_admit(sid, domain, queue, id .. code, score, payload, window) then return end
   st_put(sid, appid, crawlid, domain, id, payload)
 end
 

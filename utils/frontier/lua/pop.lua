@@ -49,6 +49,7 @@
 --! include repair
 --! include wake
 --! include stored
+--! include tier
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -146,6 +147,7 @@ end
 local function lease_one(b, d, m, queue, head, score, st)
   local qm = head[1]
   redis.call('ZREM', queue, qm)
+  tr_leased(sid, d, queue, #head < 4)
   local at, state, exp = tr_spend(rules, st)
   local better = false
   if #head < 4 then  -- the queue is empty now

@@ -58,7 +58,7 @@ from tests.support.services import wait_until
 from utils.config.clients import redis_client
 from utils.demosite import Site, SiteServer, generate_site
 from utils.demosite.broad import HUB, broad_site
-from utils.demosite.realistic import NginxSite, final_urls, realistic_site, shape_key
+from utils.demosite.realistic import NginxSite, final_urls, realistic_site, shape_key, written_port
 from utils.frontier import progress
 from utils.frontier.progress import CrawlRef
 from utils.services import free_port
@@ -92,6 +92,17 @@ def build_site(shape: dict[str, Any]) -> Site:
 
 def realistic_dir(shape: dict[str, Any]) -> Path:
     return SITES / f"realistic-{shape_key(**REALISTIC, pages=shape['pages'])}"
+
+
+def site_port(site_kind: str, pages: int) -> int:
+    """A free port: for the realistic site, the one its kept files were written for when it is free
+    on every host's address (another port rewrites them, as their links between hosts name it)."""
+    if site_kind == "realistic":
+        port = written_port(realistic_dir({"pages": pages}))
+        addresses = [f"127.0.0.{REALISTIC['base_ip_octet'] + i}" for i in range(REALISTIC["hosts"])]
+        if port and not any(port_in_use(address, port) for address in addresses):
+            return port
+    return free_port()
 
 
 def seeds_and_depth(shape: dict[str, Any], site: Site) -> tuple[list[str], int]:
@@ -307,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the wide site: one listening socket per host
     site_kind = "wide" if args.wide else args.site
-    shape: dict[str, Any] = {"port": free_port(), "site": site_kind, "wide_hosts": args.hosts, "wide_pages": WIDE_PAGES,
+    port = site_port(site_kind, args.pages)
+    shape: dict[str, Any] = {"port": port, "site": site_kind, "wide_hosts": args.hosts, "wide_pages": WIDE_PAGES,
                              "pages": args.pages, "plain_items": args.plain_items}  # fmt: skip
     site = build_site(shape)
     seeds, depth = seeds_and_depth(shape, site)

@@ -5,7 +5,7 @@
 redirects, robots-disallowed pages, images and PDFs among them), written once under .shoal/sites and
 served by Debian's nginx (`make bench` installs it), whose CPU per page is negligible. `--site demo`
 crawls issue 37's demo site (2 KB pages, 5-12 links) from the asyncio server instead; `--pages N`
-sets the realistic site's pages per host. Each round crawls all of it, robots.txt obeyed, the same
+sets either site's pages per host (1,500). Each round crawls all of it, robots.txt obeyed, the same
 link extractor, in turn:
   1. plain Scrapy at its own defaults (16 requests in flight, 8 per domain);
   2. plain Scrapy at Shoal's concurrency (16, 16 per domain): a Spider with a LinkExtractor, Scrapy's
@@ -87,7 +87,7 @@ def build_site(shape: dict[str, Any]) -> Site:
         return broad_site(shape["wide_hosts"], shape["wide_pages"], shape["port"])
     if shape["site"] == "realistic":
         return realistic_site(realistic_dir(shape), pages_per_host=shape["pages"], port=shape["port"], **REALISTIC)
-    return generate_site(port=shape["port"], **DEMO)
+    return generate_site(port=shape["port"], **{**DEMO, "pages_per_host": shape["pages"]})
 
 
 def realistic_dir(shape: dict[str, Any]) -> Path:
@@ -478,7 +478,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="realistic: 4 hosts of "
         "10-100 KB pages with 10-150 links served by nginx (the default); demo: issue 37's 2 KB pages",
     )
-    parser.add_argument("--pages", type=int, default=REALISTIC_PAGES, help="pages per host of the realistic site")
+    parser.add_argument("--pages", type=int, default=REALISTIC_PAGES, help="pages per host of either site")
     parser.add_argument("--wide", action="store_true", help="the wide site: a hub and HOSTS hosts of 5 pages")
     parser.add_argument("--hosts", type=int, default=WIDE_HOSTS, help="hosts of the wide site (9,000)")
     parser.add_argument("--plain-items", type=int, default=0, help="CONCURRENT_ITEMS of plain Scrapy "

@@ -5,7 +5,7 @@
 redirects, robots-disallowed pages, images and PDFs among them), written once under .shoal/sites and
 served by Debian's nginx (`make bench` installs it), whose CPU per page is negligible. `--site demo`
 crawls issue 37's demo site (2 KB pages, 5-12 links) from the asyncio server instead; `--pages N`
-sets the realistic site's pages per host. Each round crawls all of it, robots.txt obeyed, the same
+sets either site's pages per host (1,500). Each round crawls all of it, robots.txt obeyed, the same
 link extractor, in turn:
   1. plain Scrapy at its own defaults (16 requests in flight, 8 per domain);
   2. plain Scrapy at Shoal's concurrency (16, 16 per domain): a Spider with a LinkExtractor, Scrapy's
@@ -58,7 +58,7 @@ from tests.support.services import wait_until
 from utils.config.clients import redis_client
 from utils.demosite import Site, SiteServer, generate_site
 from utils.demosite.broad import HUB, broad_site
-from utils.demosite.realistic import NginxSite, final_urls, realistic_site, shape_key
+from utils.demosite.realistic import NginxSite, final_urls, realistic_site, shape_key, written_port
 from utils.frontier import progress
 from utils.frontier.progress import CrawlRef
 from utils.services import free_port
@@ -87,11 +87,22 @@ def build_site(shape: dict[str, Any]) -> Site:
         return broad_site(shape["wide_hosts"], shape["wide_pages"], shape["port"])
     if shape["site"] == "realistic":
         return realistic_site(realistic_dir(shape), pages_per_host=shape["pages"], port=shape["port"], **REALISTIC)
-    return generate_site(port=shape["port"], **DEMO)
+    return generate_site(port=shape["port"], **{**DEMO, "pages_per_host": shape["pages"]})
 
 
 def realistic_dir(shape: dict[str, Any]) -> Path:
     return SITES / f"realistic-{shape_key(**REALISTIC, pages=shape['pages'])}"
+
+
+def site_port(site_kind: str, pages: int) -> int:
+    """A free port: for the realistic site, the one its kept files were written for when it is free
+    on every host's address (another port rewrites them, as their links between hosts name it)."""
+    if site_kind == "realistic":
+        port = written_port(realistic_dir({"pages": pages}))
+        addresses = [f"127.0.0.{REALISTIC['base_ip_octet'] + i}" for i in range(REALISTIC["hosts"])]
+        if port and not any(port_in_use(address, port) for address in addresses):
+            return port
+    return free_port()
 
 
 def seeds_and_depth(shape: dict[str, Any], site: Site) -> tuple[list[str], int]:
@@ -307,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the wide site: one listening socket per host
     site_kind = "wide" if args.wide else args.site
-    shape: dict[str, Any] = {"port": free_port(), "site": site_kind, "wide_hosts": args.hosts, "wide_pages": WIDE_PAGES,
+    port = site_port(site_kind, args.pages)
+    shape: dict[str, Any] = {"port": port, "site": site_kind, "wide_hosts": args.hosts, "wide_pages": WIDE_PAGES,
                              "pages": args.pages, "plain_items": args.plain_items}  # fmt: skip
     site = build_site(shape)
     seeds, depth = seeds_and_depth(shape, site)
@@ -466,7 +478,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="realistic: 4 hosts of "
         "10-100 KB pages with 10-150 links served by nginx (the default); demo: issue 37's 2 KB pages",
     )
-    parser.add_argument("--pages", type=int, default=REALISTIC_PAGES, help="pages per host of the realistic site")
+    parser.add_argument("--pages", type=int, default=REALISTIC_PAGES, help="pages per host of either site")
     parser.add_argument("--wide", action="store_true", help="the wide site: a hub and HOSTS hosts of 5 pages")
     parser.add_argument("--hosts", type=int, default=WIDE_HOSTS, help="hosts of the wide site (9,000)")
     parser.add_argument("--plain-items", type=int, default=0, help="CONCURRENT_ITEMS of plain Scrapy "

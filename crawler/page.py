@@ -214,16 +214,27 @@ def text_bom(text: str, encoding: str, served: bytes) -> bytes | None:
 
 
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f]")  # never in text (tab, LF, FF and CR are)
+_CONTROL_BYTES = bytes([*range(0x09), 0x0B, *range(0x0E, 0x20), 0x7F])  # the same characters as bytes
+# Encodings in which a byte below 0x80 is always the character of that code, and such a character
+# always that byte (UTF-8's other bytes are all >= 0x80): their control characters are counted in
+# the body's bytes, in C, in ~3 us per 30 KB instead of the regex's ~150 us.
+_ASCII_SAFE = frozenset({"utf-8", "ascii", "iso8859-1", "cp1252"})
+CONTROLS_WINDOW = 1 << 20  # characters of a body in which control characters are counted
 
 
 def is_text(response: TextResponse) -> bool:
     """Whether the body decodes in its encoding without error, with (almost) no control characters."""
+    body = response.body
     try:
-        text = response.body.decode(response.encoding)
+        text = body.decode(response.encoding)
+        ascii_safe = len(body) <= CONTROLS_WINDOW and codecs.lookup(response.encoding).name in _ASCII_SAFE
     except (UnicodeDecodeError, LookupError):
         return False
-    controls = sum(1 for _ in _CONTROLS.finditer(text, 0, 1 << 20))
-    return controls * 1000 <= min(len(text), 1 << 20)  # at most one in a thousand (a stray NUL or ESC)
+    if ascii_safe:  # the whole text is in the window: the bytes hold exactly its control characters
+        controls = len(body) - len(body.translate(None, _CONTROL_BYTES))
+    else:
+        controls = sum(1 for _ in _CONTROLS.finditer(text, 0, CONTROLS_WINDOW))
+    return controls * 1000 <= min(len(text), CONTROLS_WINDOW)  # at most one in a thousand (a stray NUL or ESC)
 
 
 def timestamp() -> str:

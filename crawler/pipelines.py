@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import ujson
 from kafka.errors import InvalidTopicError, MessageSizeTooLargeError, RecordListTooLargeError
 from scrapy.crawler import Crawler
@@ -44,8 +45,17 @@ WATCH_EVERY = 1.0  # seconds between checks for a stalled send
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """JSON with sorted keys, as Scrapy Cluster's pipeline."""
-    return ujson.dumps(message, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False).encode()
+    """JSON with sorted keys, as Scrapy Cluster's pipeline, in UTF-8 with `/` unescaped.
+
+    orjson writes a page of ~30 KB of HTML in ~20 us, ujson in ~300 us (its text then encoded
+    again): ~2 % of the crawler's samples on pages like the real web's. What orjson refuses
+    (keys that are not text, integers past 64 bits) goes through ujson as before. A NaN becomes
+    null (ujson wrote NaN, which is not JSON).
+    """
+    try:
+        return orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return ujson.dumps(message, sort_keys=True, ensure_ascii=False, escape_forward_slashes=False).encode()
 
 
 def dead_letter_reason(letter: dict[str, Any]) -> str:

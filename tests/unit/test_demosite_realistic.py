@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from utils.demosite import Site
-from utils.demosite.realistic import final_urls, html_sizes, realistic_site
+from utils.demosite.realistic import final_urls, html_sizes, realistic_site, written_port
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +55,15 @@ def test_the_seed_alone_decides_the_files(written: tuple[Path, Site], tmp_path: 
     assert {u: p.links for u, p in again.pages.items()} == {u: p.links for u, p in site.pages.items()}
     rewritten = realistic_site(directory, hosts=2, pages_per_host=300, seed=5, port=8999)  # kept files: same links
     assert {u: p.links for u, p in rewritten.pages.items()} == {u: p.links for u, p in site.pages.items()}
+
+
+def test_files_kept_from_another_port_are_written_again_for_this_one(tmp_path: Path) -> None:
+    """The links between hosts name the port: kept files of a run on 8999 linked a run on 9001 to a closed port."""
+    realistic_site(tmp_path, hosts=2, pages_per_host=20, seed=5, port=8999)
+    assert written_port(tmp_path) == 8999
+    site = realistic_site(tmp_path, hosts=2, pages_per_host=20, seed=5, port=9001)
+    assert written_port(tmp_path) == 9001
+    home = (tmp_path / "127.0.0.180" / "index.html").read_text()
+    assert "127.0.0.181:9001/" in home
+    assert ":8999" not in home
+    assert all(":9001/" in url for url in site.pages)

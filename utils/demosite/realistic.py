@@ -144,7 +144,8 @@ def realistic_site(
 
     `Site.pages` holds every HTML page with its links (bodies empty: they are on disk), each redirect
     as a 301 whose one link is its target; 404s, images and PDFs are leaves. A directory already
-    holding this shape's files is not written again.
+    holding this shape's files is not written again; the port is part of the shape, since the
+    links between hosts name it (files kept from a run on another port linked to a closed port).
     """
     if hosts < 1 or pages_per_host < 2 or not 1 <= base_ip_octet <= 255 - hosts:
         raise ValueError(f"bad site shape: hosts={hosts} pages={pages_per_host} octet={base_ip_octet}")
@@ -156,7 +157,7 @@ def realistic_site(
     specials = max(1, int(pages_per_host * SPECIAL_PER_HOST))
     stamp = directory / "shape.json"
     shape = {"hosts": hosts, "pages_per_host": pages_per_host, "seed": seed, "network": network,
-             "base_ip_octet": base_ip_octet, "format": FORMAT}  # fmt: skip
+             "base_ip_octet": base_ip_octet, "port": port, "format": FORMAT}  # fmt: skip
     written = stamp.is_file() and json.loads(stamp.read_text()) == shape
     if not written and directory.exists():
         shutil.rmtree(directory)
@@ -204,6 +205,12 @@ def _host_pages(writer: _Writer) -> list[Page]:
 
 def _title(rng: random.Random) -> str:
     return _capitalize(" ".join(rng.sample(TITLE_WORDS, rng.randint(2, 6))))
+
+
+def written_port(directory: Path) -> int | None:
+    """The port the site's files under `directory` were written for (None when none are)."""
+    stamp = directory / "shape.json"
+    return int(json.loads(stamp.read_text()).get("port") or 0) or None if stamp.is_file() else None
 
 
 def final_urls(site: Site, requested: dict[str, int] | set[str]) -> set[str]:

@@ -91,6 +91,7 @@ GLOBAL_PAGE_PER_DOMAIN_LIMIT = 0  # pages; most pages per crawl and domain for e
 GLOBAL_PAGE_PER_DOMAIN_LIMIT_TIMEOUT = 600  # seconds; idle expiry of that counter
 DOMAIN_MAX_PAGE_TIMEOUT = 600  # seconds; idle expiry of the domain_max_pages counter
 CRAWL_STATE_TIMEOUT = 86400  # seconds; idle expiry of a crawl's progress and index keys
+CRAWL_WEIGHT = 1.0  # weight (0.01 .. 100); a crawl's fair share when neither its request nor its app sets one
 HEARTBEAT_TIMEOUT = 120  # seconds; TTL of every process heartbeat key
 DUPEFILTER_MODE = "auto"  # auto, exact or bloom; a crawl's dupefilter unless its request says "dupefilter"
 DUPEFILTER_EXACT_MAX = 100_000  # URLs; mode auto keeps this many of a crawl exactly (~55 B each), then Bloom stages

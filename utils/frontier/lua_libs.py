@@ -20,7 +20,7 @@ from utils.frontier.types import SLOT_SLACK
 
 # The keys the frontier's scripts build; the others are built only in Python.
 LUA_KEYS: tuple[Callable[..., str], ...] = (
-    keys.queue, keys.crawl_requests, keys.crawl_domains, keys.crawl_profiles, keys.legacy_crawl_requests,
+    keys.queue, keys.fair, keys.crawl_requests, keys.crawl_domains, keys.crawl_profiles, keys.legacy_crawl_requests,
     keys.crawl_progress, keys.crawl_codes, keys.crawl_names,
     keys.heads, keys.line, keys.line_of, keys.classes_ready, keys.classes_snoozed, keys.policy,
     keys.inflight, keys.delayed, keys.dupefilter, keys.bloom_dupefilter, keys.dupefilter_stages,

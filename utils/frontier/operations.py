@@ -25,6 +25,7 @@ from utils.frontier.protocol import LateFetch, PopCall, decode_pop, text
 from utils.frontier.scripts import Scripts, evalsha_in
 from utils.frontier.shards import Shards
 from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
+from utils.frontier.weights import AppWeights
 
 __all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
@@ -50,6 +51,7 @@ class Frontier:
         shards: Shards | None = None,
         exact_max: int = 100_000,
         false_drop: float = 1e-6,
+        weight: float = 1.0,
     ) -> None:
         if dupefilter_mode not in DUPEFILTER_MODES:
             raise ValueError(f"dupefilter mode {dupefilter_mode!r} is not one of {DUPEFILTER_MODES}")
@@ -61,6 +63,7 @@ class Frontier:
         self.round_trips = 0
         self.exact_max, self.false_drop = exact_max, false_drop  # mode auto (lua/lib/seen.lua)
         self._planners: dict[str, PopPlanner] = {}  # spiderid -> which shards its pops go to
+        self.weights = AppWeights(client, weight)  # a crawl's fair-queuing weight when its request sets none
         self._enqueue_head = [
             dupefilter_timeout,
             state_timeout,
@@ -88,6 +91,7 @@ class Frontier:
             shards=Shards.from_settings(settings),
             exact_max=settings.get_int("DUPEFILTER_EXACT_MAX"),
             false_drop=settings.get_float("DUPEFILTER_FALSE_DROP"),
+            weight=settings.get_float("CRAWL_WEIGHT"),
         )
 
     # --- enqueue ---------------------------------------------------------------------------------
@@ -350,7 +354,8 @@ class Frontier:
         groups = []
         for request, place in zip(requests, places, strict=True):
             number = profiles.setdefault(request.profile, len(profiles) + 1) if request.profile else 0
-            groups.append([*request.argv(tag), place, number])
+            weight = request.own_weight() or self.weights.of(request.appid)
+            groups.append([*request.argv(tag), place, number, weight])
         head = [*self._enqueue_head, batch_us, self.exact_max, self.false_drop, len(profiles), *profiles]
         return self._flat(head, groups)
 

@@ -26,12 +26,15 @@
 --   never a loss); the key expires after the crawl state TTL without writes.
 --   payload (the stored request JSON), expires (unix s, '0' = never),
 --   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist'),
---   the request's place in its batch, its profile (1..P; 0 = none: the payload is stored as given).
+--   the request's place in its batch, its profile (1..P; 0 = none: the payload is stored as given),
+--   its crawl's weight (> 0; lib/fair.lua), recorded in the crawl's progress as `weight`.
 -- Returns one status per request: queued | duplicate | page_limit | blacklist | expired | replayed.
--- A queue member is the request id, 16 hex digits (batch time in µs + place in batch) so that equal
--- priorities come out oldest first, then its crawl's code; the payload lives in the crawl's
--- requests hash of its domain under `<id>`, the profile's id written in front (lib/stored.lua); the
--- crawl's domain index and those hashes are the crawl's index for info and stop.
+-- A queue member (lib/member.lua) is its crawl's virtual finish tag on the domain (lib/fair.lua), so
+-- that equal priorities are served fairly between crawls by weight, the request id, 16 hex digits
+-- (batch time in µs + place in batch), so that a crawl's own come out oldest first, then its
+-- crawl's code; the payload lives in the crawl's requests hash of its domain under the member
+-- without its code, the profile's id written in front (lib/stored.lua); the crawl's domain index
+-- and those hashes are the crawl's index for info and stop.
 -- The page counters count admitted requests; ack.lua gives the slot back when an admitted request
 -- ends without a page, so domain_max_pages = N yields N crawled pages.
 -- Each domain that gains a request enters <sid>:ready (lib/domain_sets.lua) unless it is snoozed;
@@ -41,8 +44,9 @@
 --! include wake
 --! include stored
 --! include seen
+--! include fair
 
-local NF = 16
+local NF = 17
 local FIRST_PROFILE = 13
 local MARK_WINDOW = 20000  -- offsets; far more than a monitor writes ahead of its commits (2 polls)
 local marked = {}  -- offset marks key -> newest offset marked by this call, trimmed at the end
@@ -55,6 +59,8 @@ local base_us = tonumber(ARGV[9]) or (tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local out = {}
 local touched = {}
 local seen = sn_new(tonumber(ARGV[10]), tonumber(ARGV[11]), dupe_ttl)
+local fair = fq_new()
+local weighed = {}  -- progress key -> the weight this call recorded
 
 local function bump(progress, field, n)
   redis.call('HINCRBY', progress, field, n)
@@ -154,19 +160,20 @@ local function profile_of(sid, appid, crawlid, n)
   return id
 end
 
-local function push(sid, domain, prio, appid, crawlid, payload, place, profile)
+local function push(sid, domain, prio, appid, crawlid, payload, place, profile, weight)
   local queue = K.queue(sid, domain)
   local code = crawl_code(sid, appid, crawlid)
   local score = -tonumber(prio)
   touched[sid .. '\t' .. domain] = {sid, domain}
-  local id
+  local tag = fq_tag(fair, sid, domain, score, code, weight)
+  local m
   local n = tonumber(place)
   repeat
-    id = string.format('%013x%03x', base_us + math.floor(n / 4096), n % 4096)
+    m = qm_make(tag, string.format('%013x%03x', base_us + math.floor(n / 4096), n % 4096), code)
     n = n + 4096  -- taken (another batch of the same µs): the next µs
-  until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
+  until redis.call('ZADD', queue, 'NX', score, m) == 1
   if profile > 0 then payload = profile_of(sid, appid, crawlid, profile) .. payload end
-  st_put(sid, appid, crawlid, domain, id, payload)
+  st_put(sid, appid, crawlid, domain, qm_field(m), payload)
 end
 
 for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
@@ -174,7 +181,13 @@ for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
   local status = filter(i)
   local progress = K.crawl_progress(sid, appid, crawlid)
   if status == 'queued' then
-    push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14], tonumber(ARGV[i + 15]))
+    local weight = tonumber(ARGV[i + 16])
+    if not weight or weight <= 0 then weight = 1 end
+    push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14], tonumber(ARGV[i + 15]), weight)
+    if weighed[progress] ~= weight then
+      weighed[progress] = weight
+      redis.call('HSET', progress, 'weight', tostring(weight))
+    end
     bump(progress, 'queued', 1)
     redis.call('HDEL', progress, 'finished')  -- new work: a finished crawl is announced again when done
     bump(progress, 'enqueued', 1)
@@ -195,6 +208,7 @@ for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
   out[#out + 1] = status
 end
 sn_flush(seen)
+fq_write(fair, state_ttl)
 local woken = {}
 for _, sd in pairs(touched) do
   ds_place(sd[1], sd[2], now)

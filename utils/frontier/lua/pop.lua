@@ -31,7 +31,9 @@
 -- read, and the request leaves its queue with one. The call's changes to <sid>:line,
 -- <sid>:line_of and <sid>:inflight, and a shared prefix's throttle states go in one command each
 -- per batch; the payloads it reads, in one per crawl and domain (lib/stored.lua).
--- Each leased request moves into <sid>:inflight scored by its lease deadline.
+-- Each leased request moves into <sid>:inflight scored by its lease deadline. Within a score the
+-- queue's members sort by their crawl's virtual finish tag (lib/fair.lua, set at enqueue), so the
+-- head is the fair choice between crawls at no cost here; a queue that empties drops that state.
 --
 -- Before the lease loop, four maintenance passes, each a lib with its contract at its top:
 -- override changes (lib/overrides.lua), due retries back into their queues (lib/retries.lua),
@@ -49,6 +51,7 @@
 --! include repair
 --! include wake
 --! include stored
+--! include fair
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -149,6 +152,7 @@ local function lease_one(b, d, m, queue, head, score, st)
   local at, state, exp = tr_spend(rules, st)
   local better = false
   if #head < 4 then  -- the queue is empty now
+    fq_forget(sid, d)
     b.leaving[#b.leaving + 1] = m
     set_owner(b, d, false)
     redis.call('ZREM', heads, d)
@@ -180,7 +184,7 @@ local function lease_one(b, d, m, queue, head, score, st)
     local requests = K.crawl_requests(sid, crawl.appid, crawl.crawlid, d)
     local p = b.payloads[requests]
     if not p then p = {fields = {}, slots = {}, crawl = crawl}; b.payloads[requests] = p end
-    p.fields[#p.fields + 1] = string.sub(qm, 1, 16)
+    p.fields[#p.fields + 1] = qm_field(qm)
     p.slots[#p.slots + 1] = #out - 3
   end
   return better

@@ -31,7 +31,7 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
   local tab = string.find(entry, '\t', 1, true)
   local d, m = string.sub(entry, 1, (tab or 1) - 1), string.sub(entry, (tab or 0) + 1)
   local crawl = tab and cc_crawl(crawls, m)
-  local id = string.sub(m, 1, 16)
+  local id = qm_field(m)
   local payload = crawl and st_get(sid, crawl.appid, crawl.crawlid, d, id)
   if payload then
     local name, appid, crawlid, progress = crawl.name, crawl.appid, crawl.crawlid, crawl.progress

@@ -43,7 +43,7 @@ for i = 2, #ARGV, NF do
   if redis.call('ZREM', K.inflight(sid), entry) == 1 then
     local profile = ARGV[i + 9]
     if profile ~= '' then payload = st_profile_id(sid, appid, crawlid, profile) .. payload end
-    st_put(sid, appid, crawlid, d, string.sub(m, 1, 16), payload)
+    st_put(sid, appid, crawlid, d, qm_field(m), payload)
     redis.call('ZADD', K.delayed(sid), now + delay, entry)
     cc_moved(K.crawl_progress(sid, appid, crawlid), 'inflight', 'retrying', state_ttl, t[1])
     out[#out + 1] = 'delayed'

@@ -51,7 +51,6 @@
 --! include repair
 --! include wake
 --! include stored
---! include fair
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -152,7 +151,7 @@ local function lease_one(b, d, m, queue, head, score, st)
   local at, state, exp = tr_spend(rules, st)
   local better = false
   if #head < 4 then  -- the queue is empty now
-    fq_forget(sid, d)
+    redis.call('DEL', K.fair(sid, d))  -- nothing queued: every crawl starts level again (lib/fair.lua)
     b.leaving[#b.leaving + 1] = m
     set_owner(b, d, false)
     redis.call('ZREM', heads, d)

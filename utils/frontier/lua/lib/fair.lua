@@ -10,10 +10,11 @@
 --
 -- State, HASH K.fair(sid, d): `<code> <class>` -> F, `\t<class>` -> highest tag of the class. It
 -- expires with the crawl state TTL after the domain's last enqueue, and pop.lua drops it when the
--- domain's queue empties (fq_forget): with nothing queued, every crawl starts level again.
+-- domain's queue empties (a DEL of its own, so the pop pastes none of this lib): with nothing
+-- queued, every crawl starts level again.
 --
 -- fq_new() -> a call's cache `fq`; fq_tag(fq, sid, d, score, code, weight) -> the next request's
--- finish tag; fq_write(fq, ttl): write what the call changed; fq_forget(sid, d).
+-- finish tag; fq_write(fq, ttl): write what the call changed.
 
 --! include keys
 --! include member
@@ -69,8 +70,4 @@ local function fq_write(fq, ttl)
     end
   end
   fq.domains = {}
-end
-
-local function fq_forget(sid, d)
-  redis.call('DEL', K.fair(sid, d))
 end

@@ -108,6 +108,18 @@ def inflight(spiderid: str) -> str:
     return f"{spiderid}:inflight"
 
 
+def app_leases(spiderid: str) -> str:
+    """HASH appid -> the app's requests leased from this shard and not settled yet (lua/lib/app_limits.lua):
+    what its max_inflight quota is checked against where requests are leased."""
+    return f"{spiderid}:app_leases"
+
+
+def app_pace(spiderid: str) -> str:
+    """HASH appid -> the app's next lease time (unix s, GCRA) under its pages_per_minute quota
+    (lua/lib/app_limits.lua)."""
+    return f"{spiderid}:app_pace"
+
+
 def ladder_levels(spiderid: str) -> str:
     """HASH domain -> `<level>:<until unix s>`: each domain's ladder level above 0 as its crawlers
     last wrote it with its pace (ladder_pace.lua), next to the queues so pop.lua stamps every lease

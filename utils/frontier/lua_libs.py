@@ -26,7 +26,7 @@ LUA_KEYS: tuple[Callable[..., str], ...] = (
     keys.inflight, keys.delayed, keys.dupefilter, keys.bloom_dupefilter, keys.dupefilter_stages,
     keys.dupefilter_stage, keys.domain_pages,
     keys.global_pages, keys.stopped, keys.dead_letters, keys.throttles, keys.spider_throttle_prefix,
-    keys.wake, keys.ladder_levels,
+    keys.wake, keys.ladder_levels, keys.app_leases, keys.app_pace,
 )  # fmt: skip
 _MARK = "\x00"
 _PLACEHOLDER = re.compile(f"{_MARK}(\\w+){_MARK}")

@@ -25,7 +25,7 @@ from utils.frontier.protocol import LateFetch, PopCall, decode_pop, text
 from utils.frontier.scripts import Scripts, evalsha_in
 from utils.frontier.shards import Shards
 from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
-from utils.frontier.weights import AppWeights
+from utils.frontier.weights import AppPolicy
 
 __all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
@@ -63,7 +63,7 @@ class Frontier:
         self.round_trips = 0
         self.exact_max, self.false_drop = exact_max, false_drop  # mode auto (lua/lib/seen.lua)
         self._planners: dict[str, PopPlanner] = {}  # spiderid -> which shards its pops go to
-        self.weights = AppWeights(client, weight)  # a crawl's fair-queuing weight when its request sets none
+        self.apps = AppPolicy(client, weight)  # apps' weights and lease-time quotas (ZooKeeper, through Redis)
         self._enqueue_head = [
             dupefilter_timeout,
             state_timeout,
@@ -212,9 +212,10 @@ class Frontier:
         planner = self._planner(pop.spiderid, read_heads=first)
         planner.policy_seen(pop.throttle.overrides)
         pops = []
+        app_limits = self.apps.lease_limits(self.shards.count)
         for tag, quota in planner.quotas(pop.max_items, exclude=tried).items():
             pops.append((tag, len(pipe)))
-            args = pop.argv(tag, quota, self.lease_timeout, self.state_timeout)
+            args = pop.argv(tag, quota, self.lease_timeout, self.state_timeout, app_limits)
             evalsha_in(pipe, self.scripts.pop, keys.shard_route(tag), args)
         return pops
 
@@ -354,7 +355,7 @@ class Frontier:
         groups = []
         for request, place in zip(requests, places, strict=True):
             number = profiles.setdefault(request.profile, len(profiles) + 1) if request.profile else 0
-            weight = request.own_weight() or self.weights.of(request.appid)
+            weight = request.own_weight() or self.apps.weight(request.appid)
             groups.append([*request.argv(tag), place, number, weight])
         head = [*self._enqueue_head, batch_us, self.exact_max, self.false_drop, len(profiles), *profiles]
         return self._flat(head, groups)

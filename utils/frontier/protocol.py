@@ -25,10 +25,11 @@ class PopCall(NamedTuple):
     throttle: ThrottlePolicy
     scan_limit: int = 500
 
-    def argv(self, tag: str, quota: int, lease_timeout: float, state_timeout: int) -> list[Any]:
-        """pop.lua's ARGV for the shard `tag`, asked for `quota` of the leases."""
+    def argv(self, tag: str, quota: int, lease_timeout: float, state_timeout: int, app_limits: str = "") -> list[Any]:
+        """pop.lua's ARGV for the shard `tag`, asked for `quota` of the leases; `app_limits`: the
+        apps' lease-time quotas (utils/frontier/weights.py)."""
         return [tag + self.spiderid, quota, lease_timeout, self.scan_limit, *self.throttle.argv(tag), state_timeout,
-                PROMOTE_MAX]  # fmt: skip
+                PROMOTE_MAX, app_limits]  # fmt: skip
 
     def remaining(self, leased: int) -> PopCall:
         """The same call for what is left once `leased` leases came back."""

@@ -9,6 +9,7 @@
 -- ARGV[8] moderated ('1' = spread hits evenly over the window)
 -- ARGV[9] JSON {domain: [hits, window]} overrides   ARGV[10] JSON [blacklisted domains]
 -- ARGV[11] crawl state idle TTL (s)   ARGV[12] most due retries to move back into queues per call
+-- ARGV[13] the apps' lease-time quotas, this shard's part (lib/app_limits.lua; '' = none)
 -- Returns a flat array: the milliseconds until this shard may next hand out something (0 = now,
 -- -1 = nothing queued or waiting), how many domains this call snoozed on their throttle, the best
 -- score among the ready domains ('' = none), then domain, queue member, payload, crawl
@@ -51,6 +52,7 @@
 --! include repair
 --! include wake
 --! include stored
+--! include app_limits
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -61,6 +63,7 @@ local state_ttl, promote_max = tonumber(ARGV[11]), tonumber(ARGV[12] or '100')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local rules = tr_rules(now, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', overrides)
+local al = al_new(sid, ARGV[13], now)  -- apps' lease-time quotas, and every app's leases counted
 local line, line_of, heads = K.line(sid), K.line_of(sid), K.heads(sid)
 local throttles = K.throttles(prefix)
 local own = prefix == K.spider_throttle_prefix(sid)  -- the line carries the states (lib/domain_sets.lua)
@@ -169,6 +172,7 @@ local function lease_one(b, d, m, queue, head, score, st)
   b.entries[#b.entries + 1] = now + lease
   b.entries[#b.entries + 1] = d .. '\t' .. qm
   local crawl = cc_crawl(b.crawls, qm)
+  if crawl then al_leased(al, crawl.appid) end
   local out = b.out
   out[#out + 1] = d
   out[#out + 1] = qm
@@ -209,8 +213,13 @@ local function examine(b, d, m, score)
     return true
   end
   local st = tr_read(rules, d, b.states[d] or '')
-  if st.at > now then
-    requeue(b, d, m, score, st.at)
+  local at = st.at
+  if at <= now and al.limited then  -- its app over a lease-time quota: the domain waits as on its throttle
+    local crawl = cc_crawl(b.crawls, head[1])
+    if crawl then at = now + al_wait(al, crawl.appid) end
+  end
+  if at > now then
+    requeue(b, d, m, score, at)
     b.denied = b.denied + 1
     b.work = b.work + 1
     return false
@@ -290,6 +299,7 @@ for requests, p in pairs(b.payloads) do
   end
 end
 cc_write(b.crawls, state_ttl)
+al_write(al)
 -- Each lease's ladder level as its crawlers last wrote it with the domain's pace (ladder_pace.lua):
 -- the level whose pace this call's throttle spent its hit at, whatever the domain does afterwards.
 if #b.stamps > 0 then

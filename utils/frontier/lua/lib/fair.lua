@@ -2,8 +2,9 @@
 --
 -- Self-clocked fair queuing: each request gets a virtual finish tag on its domain and priority
 -- class, start = max(V, F) and finish = start + FQ_QUANTUM / weight, where F is the last finish tag
--- its crawl got there and V the class's virtual time: the tag of the class's head in the queue (the
--- next to be served), or, with the class empty, the highest tag it handed out. The tag leads the
+-- its crawl got there and V the class's virtual time: the start of the class's head in the queue
+-- (the next to be served; its tag less one weight-1 quantum), or, with the class empty, the highest
+-- tag it handed out. The tag leads the
 -- queue member (lib/member.lua), so the queue ZSET's (score, member) order is the order of service
 -- and pop.lua leases by it unchanged: a crawl that arrives behind another's backlog is interleaved
 -- with it by weight instead of waiting for it, and a crawl's own requests keep their order.
@@ -45,7 +46,11 @@ local function fq_tag(fq, sid, d, score, code, weight)
   if v == nil then
     local head = redis.call('ZRANGEBYSCORE', K.queue(sid, d), score, score, 'LIMIT', 0, 1)
     v = head[1] and qm_tag(head[1])
-    if not v then v = st.f['\t' .. class] or 0 end
+    if v then
+      v = math.max(0, v - FQ_QUANTUM)  -- the head's start, as if of weight 1: a newcomer comes right after it
+    else
+      v = st.f['\t' .. class] or 0
+    end
     st.v[class] = v
   end
   local field = code .. ' ' .. class

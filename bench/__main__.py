@@ -19,7 +19,7 @@ BENCHMARKS = ["crawl_vs_scrapy", "latency", "kafka_monitor_ingest", "memory", "i
               "throttle_accuracy", "scheduler_ops", "frontier_scale", "broad_crawl", "render",
               "items_vs_scrapy", "hostile_memory", "sink_throughput", "warc_write",
               "keda_simulation", "freshness", "sitemap_ingest", "idle_node", "follow_up_latency",
-              "extract_quality", "extract_cost", "near_duplicates", "frontier_memory"]
+              "extract_quality", "extract_cost", "near_duplicates", "frontier_memory", "fair_share"]
 
 
 def run(name: str) -> dict | None:

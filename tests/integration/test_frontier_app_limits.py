@@ -86,3 +86,26 @@ def test_a_quota_changed_in_the_copy_applies_to_the_next_pops(redis_db: redis.Re
             break
         time.sleep(0.1)
     assert total["app"] == 3
+
+
+def test_when_slots_are_the_bottleneck_apps_share_them_by_weight(redis_db: redis.Redis) -> None:
+    quotas(redis_db, light={"weight": 1}, heavy={"weight": 4})
+    frontier = Frontier(redis_db)
+    requests = [new(app, i) for i in range(40) for app in ("light", "heavy")]  # the line alternates
+    assert set(frontier.enqueue(requests)) == {"queued"}
+    got: Counter[str] = Counter()
+    while sum(got.values()) < 25:  # a crawler with 25 slots, each pop filling what is free
+        got += leased(frontier, min(3, 25 - sum(got.values())))
+    # arrival order gives 12-13 each; by weight, 5 and 20 (per shard on a cluster: roughly)
+    assert got["heavy"] >= 17, got
+    assert Frontier(redis_db, slot_shares=False).pop("link", 50, OPEN).leases  # the rest still leased
+
+
+def test_without_competition_an_app_over_its_share_still_gets_every_due_domain(redis_db: redis.Redis) -> None:
+    quotas(redis_db, light={"weight": 1}, heavy={"weight": 4})
+    frontier = Frontier(redis_db)
+    assert set(frontier.enqueue([new("light", 0)] + [new("heavy", i) for i in range(30)])) == {"queued"}
+    got = leased(frontier, 50)  # `heavy` goes over its share after five leases; nobody else is due
+    if isinstance(redis_db, redis.RedisCluster):  # a pop asks each shard holding work for at least one
+        got += leased(frontier, 50)
+    assert got == Counter({"light": 1, "heavy": 30})

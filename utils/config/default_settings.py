@@ -92,6 +92,7 @@ GLOBAL_PAGE_PER_DOMAIN_LIMIT_TIMEOUT = 600  # seconds; idle expiry of that count
 DOMAIN_MAX_PAGE_TIMEOUT = 600  # seconds; idle expiry of the domain_max_pages counter
 CRAWL_STATE_TIMEOUT = 86400  # seconds; idle expiry of a crawl's progress and index keys
 CRAWL_WEIGHT = 1.0  # weight (0.01 .. 100); a crawl's fair share when neither its request nor its app sets one
+APP_SLOT_SHARES = True  # bool; when crawler slots are the bottleneck, pops share them between apps by weight
 HEARTBEAT_TIMEOUT = 120  # seconds; TTL of every process heartbeat key
 DUPEFILTER_MODE = "auto"  # auto, exact or bloom; a crawl's dupefilter unless its request says "dupefilter"
 DUPEFILTER_EXACT_MAX = 100_000  # URLs; mode auto keeps this many of a crawl exactly (~55 B each), then Bloom stages

@@ -52,6 +52,7 @@ class Frontier:
         exact_max: int = 100_000,
         false_drop: float = 1e-6,
         weight: float = 1.0,
+        slot_shares: bool = True,
     ) -> None:
         if dupefilter_mode not in DUPEFILTER_MODES:
             raise ValueError(f"dupefilter mode {dupefilter_mode!r} is not one of {DUPEFILTER_MODES}")
@@ -64,6 +65,7 @@ class Frontier:
         self.exact_max, self.false_drop = exact_max, false_drop  # mode auto (lua/lib/seen.lua)
         self._planners: dict[str, PopPlanner] = {}  # spiderid -> which shards its pops go to
         self.apps = AppPolicy(client, weight)  # apps' weights and lease-time quotas (ZooKeeper, through Redis)
+        self.slot_shares = slot_shares  # pops share the crawler slots between apps by weight (lib/app_limits.lua)
         self._enqueue_head = [
             dupefilter_timeout,
             state_timeout,
@@ -92,6 +94,7 @@ class Frontier:
             exact_max=settings.get_int("DUPEFILTER_EXACT_MAX"),
             false_drop=settings.get_float("DUPEFILTER_FALSE_DROP"),
             weight=settings.get_float("CRAWL_WEIGHT"),
+            slot_shares=settings.get_bool("APP_SLOT_SHARES"),
         )
 
     # --- enqueue ---------------------------------------------------------------------------------
@@ -213,9 +216,10 @@ class Frontier:
         planner.policy_seen(pop.throttle.overrides)
         pops = []
         app_limits = self.apps.lease_limits(self.shards.count)
+        shares = self.apps.slot_weights() if self.slot_shares else ""
         for tag, quota in planner.quotas(pop.max_items, exclude=tried).items():
             pops.append((tag, len(pipe)))
-            args = pop.argv(tag, quota, self.lease_timeout, self.state_timeout, app_limits)
+            args = pop.argv(tag, quota, self.lease_timeout, self.state_timeout, app_limits, shares)
             evalsha_in(pipe, self.scripts.pop, keys.shard_route(tag), args)
         return pops
 

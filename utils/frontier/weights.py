@@ -60,6 +60,11 @@ class AppPolicy:
         return ujson.dumps({app: [v if v < 0 else math.ceil(v / shards) for v in pair]
                             for app, pair in self._limits.items()})  # fmt: skip
 
+    def slot_weights(self) -> str:
+        """pop.lua's JSON of the apps' weights, to share the crawler slots between apps by them."""
+        self._fresh()
+        return ujson.dumps({**self._apps, DEFAULT_FIELD: self._default})
+
     def _fresh(self) -> None:
         now = time.monotonic()
         if now - self._read_at >= self.refresh:

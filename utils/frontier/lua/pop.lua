@@ -10,6 +10,7 @@
 -- ARGV[9] JSON {domain: [hits, window]} overrides   ARGV[10] JSON [blacklisted domains]
 -- ARGV[11] crawl state idle TTL (s)   ARGV[12] most due retries to move back into queues per call
 -- ARGV[13] the apps' lease-time quotas, this shard's part (lib/app_limits.lua; '' = none)
+-- ARGV[14] the apps' weights, for sharing the leases between them (lib/app_limits.lua; '' = not shared)
 -- Returns a flat array: the milliseconds until this shard may next hand out something (0 = now,
 -- -1 = nothing queued or waiting), how many domains this call snoozed on their throttle, the best
 -- score among the ready domains ('' = none), then domain, queue member, payload, crawl
@@ -35,6 +36,12 @@
 -- Each leased request moves into <sid>:inflight scored by its lease deadline. Within a score the
 -- queue's members sort by their crawl's virtual finish tag (lib/fair.lua, set at enqueue), so the
 -- head is the fair choice between crawls at no cost here; a queue that empties drops that state.
+--
+-- With the apps' weights given (ARGV[14]), a due domain whose next request's app holds more than its
+-- weight's share of this shard's leases in flight is skipped (SKIP_MOST at most per class) until
+-- its class's other due domains were looked at (lib/app_limits.lua): crawler slots go to the apps by
+-- weight when they are the bottleneck, and every due domain is still leased when they are not. Strict
+-- priority holds: only within a class.
 --
 -- Before the lease loop, four maintenance passes, each a lib with its contract at its top:
 -- override changes (lib/overrides.lua), due retries back into their queues (lib/retries.lua),
@@ -63,12 +70,13 @@ local state_ttl, promote_max = tonumber(ARGV[11]), tonumber(ARGV[12] or '100')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local rules = tr_rules(now, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', overrides)
-local al = al_new(sid, ARGV[13], now)  -- apps' lease-time quotas, and every app's leases counted
+local al = al_new(sid, ARGV[13], now, ARGV[14])  -- apps' lease-time quotas and shares; their leases counted
 local line, line_of, heads = K.line(sid), K.line_of(sid), K.heads(sid)
 local throttles = K.throttles(prefix)
 local own = prefix == K.spider_throttle_prefix(sid)  -- the line carries the states (lib/domain_sets.lua)
 local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is looked at again
 local HEAD, ROW = 3, 6  -- the reply's header values, and values per lease
+local SKIP_MOST = 64  -- due domains a call skips at most for their app's share (then it leases them)
 
 -- The call's state `b`, handed to every step below as an argument. What changes the line, written
 -- once per batch by flush(b): members leaving it, members entering it (score, member, ...), each
@@ -80,7 +88,7 @@ local HEAD, ROW = 3, 6  -- the reply's header values, and values per lease
 local b = {leaving = {}, entering = {}, owner = {}, changed = {}, touched = {}, states = {}, carry = {},
            th_out = {}, th_need = 0, throttles_exp = nil,  -- throttles_exp: nil = not read yet
            leased = 0, work = 0, denied = 0, out = {0, 0, ''}, entries = {}, payloads = {},
-           crawls = cc_new(sid), stamps = {}}
+           crawls = cc_new(sid), stamps = {}, skipped = {}, skip = false, no_skip = false}
 
 -- Keep the domain's new state (kept until `exp`): carried in the line while it stays there.
 local function keep_state(b, d, state, exp, in_line)
@@ -214,9 +222,14 @@ local function examine(b, d, m, score)
   end
   local st = tr_read(rules, d, b.states[d] or '')
   local at = st.at
-  if at <= now and al.limited then  -- its app over a lease-time quota: the domain waits as on its throttle
+  if at <= now and (al.limited or al.sharing) then
     local crawl = cc_crawl(b.crawls, head[1])
-    if crawl then at = now + al_wait(al, crawl.appid) end
+    if crawl then at = now + al_wait(al, crawl.appid) end  -- over a lease-time quota: it waits as on its throttle
+    if at <= now and crawl and not b.no_skip and al_over_share(al, crawl.appid) then
+      b.skip = true  -- its app has more than its share of the slots: after the class's other due domains
+      b.work = b.work + 1
+      return false
+    end
   end
   if at > now then
     requeue(b, d, m, score, at)
@@ -260,7 +273,10 @@ while b.leased < max_items and b.work < budget do
   if #best == 0 then break end
   local c, score = best[1], tonumber(best[2])
   b.touched[c] = score  -- listed again at the next flush, whatever this batch finds
-  local due = redis.call('ZRANGEBYSCORE', line, score, score, 'LIMIT', 0,
+  -- Domains skipped for their app's share stay first in the class's line, untouched: read past them.
+  local skipped = b.skipped[c] or {}
+  b.skipped[c] = skipped
+  local due = redis.call('ZRANGEBYSCORE', line, score, score, 'LIMIT', #skipped,
                          math.min(max_items - b.leased, budget - b.work))
   b.work = b.work + 1
   local domains = {}
@@ -271,8 +287,20 @@ while b.leased < max_items and b.work < budget do
   if #domains > 0 then
     read_batch(b, domains)
     for j, d in ipairs(domains) do
+      b.no_skip = #skipped >= SKIP_MOST  -- a bounded look past them, whatever the other apps have due
       if examine(b, d, due[j], score) then break end
+      if b.skip then
+        b.skip = false
+        skipped[#skipped + 1] = {d, due[j]}
+      end
     end
+    b.no_skip = false
+  elseif #skipped > 0 then  -- every due domain of the class was looked at: the skipped ones now, in order
+    b.skipped[c], b.no_skip = {}, true
+    for _, e in ipairs(skipped) do
+      if b.leased >= max_items or examine(b, e[1], e[2], score) then break end
+    end
+    b.no_skip = false
   end
 end
 flush(b)

@@ -12,7 +12,13 @@
 -- part of them, `\tdefault` for every app not named; '' or '{}' = no app limited, and the call reads
 -- neither hash (utils/frontier/weights.py).
 --
--- al_new(sid, json, now) -> a call's state `al` (al.limited: some app has a quota);
+-- Slot shares: with the apps' weights given (JSON {appid: weight}, `\tdefault` for the others; '' = off),
+-- an app whose share of this shard's leases in flight is above its weight's share among the apps with
+-- leases in flight or with due domains seen by the call is over its share (al_over_share): pop.lua skips its due domains until the class's
+-- other due domains were looked at, so when crawler slots are the bottleneck they go to the apps by
+-- weight, and when they are not every due domain is still leased in the same call.
+--
+-- al_new(sid, json, now, weights) -> a call's state `al` (al.limited: some app has a quota; al.sharing);
 -- al_wait(al, appid) -> 0 when the app may lease one more now, else seconds until it may;
 -- al_leased(al, appid): count one lease; al_write(al): write the counts, once per app;
 -- al_settled(sid, appid, n): n leases of the app were settled.
@@ -22,13 +28,25 @@
 local AL_RECHECK = 0.5  -- seconds a domain waits when its app has its most requests in flight
 local AL_MINUTE = 60
 
-local function al_new(sid, json, now)
+local function al_new(sid, json, now, weights)
   local limits = (json and json ~= '' and json ~= '{}') and cjson.decode(json) or {}
-  return {sid = sid, now = now, limits = limits, limited = next(limits) ~= nil, count = {}, added = {}, pace = {}}
+  local al = {sid = sid, now = now, limits = limits, limited = next(limits) ~= nil, count = {}, added = {}, pace = {},
+              sharing = weights ~= nil and weights ~= '', total = 0, seen = {}}
+  if al.sharing then  -- every app's leases in flight, read once: a few fields, one per app
+    al.weights = cjson.decode(weights)
+    local all = redis.call('HGETALL', K.app_leases(sid))
+    for i = 1, #all, 2 do
+      local n = math.max(0, tonumber(all[i + 1]))
+      al.count[all[i]] = n
+      al.total = al.total + n
+    end
+  end
+  return al
 end
 
 local function al_count(al, appid)
   local n = al.count[appid]
+  if n == nil and al.sharing then return 0 end  -- read whole: an app not in the hash has none
   if n == nil then
     n = math.max(0, tonumber(redis.call('HGET', K.app_leases(al.sid), appid) or '0'))
     al.count[appid] = n
@@ -62,8 +80,30 @@ local function al_wait(al, appid)
   return 0
 end
 
+local function al_weight(al, appid)
+  return tonumber(al.weights[appid] or al.weights['\tdefault'] or 1)
+end
+
+local function al_over_share(al, appid)
+  if not al.sharing then return false end
+  al.seen[appid] = true
+  local mine = al_count(al, appid)
+  if mine == 0 then return false end
+  local active = 0  -- the weights of the apps with leases in flight or due work seen by this call
+  for app, n in pairs(al.count) do
+    if n > 0 or al.seen[app] then active = active + al_weight(al, app) end
+  end
+  for app in pairs(al.seen) do
+    if al.count[app] == nil then active = active + al_weight(al, app) end
+  end
+  return mine / al.total > al_weight(al, appid) / active
+end
+
 local function al_leased(al, appid)
-  if al.limited then al.count[appid] = al_count(al, appid) + 1 end
+  if al.limited or al.sharing then
+    al.count[appid] = al_count(al, appid) + 1
+    al.total = al.total + 1
+  end
   al.added[appid] = (al.added[appid] or 0) + 1
   local lim = al_limit(al, appid)
   if lim and tonumber(lim[2]) > 0 then

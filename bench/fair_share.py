@@ -41,7 +41,7 @@ SPIDER = "link"
 HOSTS = 100
 RATE = 4.0  # pages/s each host allows (moderated throttle)
 POP_BATCH = 100
-FEED_BATCH = 2000
+FEED_BATCH = 500
 
 
 def policy(rate: float) -> ThrottlePolicy:

@@ -25,7 +25,7 @@ def queue(spiderid: str, domain: str) -> str:
 
 def fair(spiderid: str, domain: str) -> str:
     """HASH of a domain's fair-queuing state (lua/lib/fair.lua): `<crawl code> <class>` -> the last
-    virtual finish tag the crawl got there, `\t<class>` -> the highest; gone when the queue empties."""
+    virtual finish tag the crawl got there, `\t<class>` -> the highest; deleted when the queue empties."""
     return f"{spiderid}:{domain}:fair"
 
 

@@ -208,7 +208,7 @@ for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
   out[#out + 1] = status
 end
 sn_flush(seen)
-fq_write(fair, state_ttl)
+fq_write(fair)
 local woken = {}
 for _, sd in pairs(touched) do
   ds_place(sd[1], sd[2], now)

@@ -105,6 +105,7 @@ local function ds_place(sid, d, now)
   if #h == 0 then
     ds_leave(sid, d)
     redis.call('ZREM', K.heads(sid), d)
+    redis.call('DEL', K.fair(sid, d))  -- nothing queued: its crawls start level again (lib/fair.lua)
     return
   end
   local score = tonumber(h[2])

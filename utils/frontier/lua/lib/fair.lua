@@ -4,18 +4,19 @@
 -- class, start = max(V, F) and finish = start + FQ_QUANTUM / weight, where F is the last finish tag
 -- its crawl got there and V the class's virtual time: the start of the class's head in the queue
 -- (the next to be served; its tag less one weight-1 quantum), or, with the class empty, the highest
--- tag it handed out. The tag leads the
+-- tag it handed out; a domain without state (its queue emptied, or idle past the TTL) starts at 0
+-- without reading its queue (most domains of a broad crawl). The tag leads the
 -- queue member (lib/member.lua), so the queue ZSET's (score, member) order is the order of service
 -- and pop.lua leases by it unchanged: a crawl that arrives behind another's backlog is interleaved
 -- with it by weight instead of waiting for it, and a crawl's own requests keep their order.
 --
 -- State, HASH K.fair(sid, d): `<code> <class>` -> F, `\t<class>` -> highest tag of the class. It
--- expires with the crawl state TTL after the domain's last enqueue, and pop.lua drops it when the
--- domain's queue empties (a DEL of its own, so the pop pastes none of this lib): with nothing
--- queued, every crawl starts level again.
+-- lives while the domain has queued requests: pop.lua drops it when the domain's queue empties (a
+-- DEL of its own, so the pop pastes none of this lib), and so does ds_place (lib/domain_sets.lua)
+-- for the other scripts that empty a queue: with nothing queued, every crawl starts level again.
 --
 -- fq_new() -> a call's cache `fq`; fq_tag(fq, sid, d, score, code, weight) -> the next request's
--- finish tag; fq_write(fq, ttl): write what the call changed.
+-- finish tag; fq_write(fq): write what the call changed.
 
 --! include keys
 --! include member
@@ -34,6 +35,7 @@ local function fq_domain(fq, sid, d)
     st = {v = {}, f = {}, out = {}}
     local all = redis.call('HGETALL', key)  -- a few fields: one per crawl and class queued there lately
     for i = 1, #all, 2 do st.f[all[i]] = tonumber(all[i + 1]) end
+    st.fresh = #all == 0  -- no state: the queue was empty (or idle past the TTL), nobody is ahead
     fq.domains[key] = st
   end
   return key, st
@@ -44,7 +46,7 @@ local function fq_tag(fq, sid, d, score, code, weight)
   local class = string.format('%.17g', score)
   local v = st.v[class]
   if v == nil then
-    local head = redis.call('ZRANGEBYSCORE', K.queue(sid, d), score, score, 'LIMIT', 0, 1)
+    local head = not st.fresh and redis.call('ZRANGEBYSCORE', K.queue(sid, d), score, score, 'LIMIT', 0, 1) or {}
     v = head[1] and qm_tag(head[1])
     if v then
       v = math.max(0, v - FQ_QUANTUM)  -- the head's start, as if of weight 1: a newcomer comes right after it
@@ -62,17 +64,14 @@ local function fq_tag(fq, sid, d, score, code, weight)
   return finish
 end
 
-local function fq_write(fq, ttl)
+local function fq_write(fq)
   for key, st in pairs(fq.domains) do
     local args = {}
     for field, tag in pairs(st.out) do
       args[#args + 1] = field
       args[#args + 1] = string.format('%d', tag)
     end
-    if #args > 0 then
-      redis.call('HSET', key, unpack(args))
-      redis.call('EXPIRE', key, ttl)
-    end
+    if #args > 0 then redis.call('HSET', key, unpack(args)) end
   end
   fq.domains = {}
 end

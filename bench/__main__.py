@@ -20,7 +20,7 @@ BENCHMARKS = ["crawl_vs_scrapy", "latency", "kafka_monitor_ingest", "memory", "i
               "items_vs_scrapy", "hostile_memory", "sink_throughput", "warc_write",
               "keda_simulation", "freshness", "sitemap_ingest", "idle_node", "follow_up_latency",
               "extract_quality", "extract_cost", "near_duplicates", "frontier_memory", "frontier_tier",
-              "tier_kill"]
+              "tier_kill", "fair_share"]
 
 
 def run(name: str) -> dict | None:

@@ -52,6 +52,7 @@ INHERITED = (
     "sitemaps",  # issue 31: a page of the crawl that is a sitemap is read as one (crawler/sitemap_follow.py)
     "extract",  # a page's main content, Markdown and metadata (crawler/extraction.py)
     "near_duplicates",  # flag or skip pages whose main text is a near-duplicate (crawler/extraction.py)
+    "weight",  # the crawl's fair-queuing weight (utils/frontier/weights.py)
     "ladder_of",  # issue 33: a request moved to the render spider and its children count on that spider's ladder
 )
 # Stored when the request itself sets them: the wandering spider's step; a sitemap poll's conditional

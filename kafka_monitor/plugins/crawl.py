@@ -53,6 +53,7 @@ class CrawlRequest(TypedDict, total=False):
     sitemaps: bool | str
     extract: list[str] | None
     near_duplicates: str | None
+    weight: float | None
 
 
 class CrawlHandler:

@@ -93,9 +93,15 @@ def test_requests_an_older_shoal_stored_are_moved_and_crawled(redis_db: redis.Re
     assert frontier.enqueue([child("http://a.com/1", "a.com"), child("http://a.com/2", "a.com")]) == ["queued"] * 2
     tag = Shards.for_client(redis_db).tag("a.com")
     sid = tag + "link"
-    members = [m.decode() for m in redis_db.zrange(tag + keys.queue("link", "a.com"), 0, -1)]
+    queue = tag + keys.queue("link", "a.com")
+    members = []
     legacy = keys.legacy_crawl_requests(sid, "app", "c1")
-    for member in members:  # as an older Shoal left them: one crawl-wide hash, the whole request as JSON
+    for tagged, score in redis_db.zrange(queue, 0, -1, withscores=True):
+        # as an older Shoal left them: untagged members, one crawl-wide hash, the whole request as JSON
+        member = crawl_request.id_of(tagged.decode()) + crawl_request.code_of(tagged.decode())
+        redis_db.zrem(queue, tagged)
+        redis_db.zadd(queue, {member: score})
+        members.append(member)
         old = '{"url":"http://a.com/old-' + member[-4:] + '","priority":5,"curdepth":1,"attrs":{"k":[]}}'
         redis_db.hset(legacy, member[:16] + "a.com", old)
     redis_db.delete(keys.crawl_requests(sid, "app", "c1", "a.com"), keys.crawl_domains(sid, "app", "c1"))

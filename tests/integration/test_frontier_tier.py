@@ -200,3 +200,19 @@ def test_without_the_tier_nothing_changes(redis_db: redis.Redis) -> None:
     assert not [k for k in every_key(redis_db, "*tier*")]
     assert len(frontier.pop("link", 200, OPEN).leases) == 150
     assert not [k for k in every_key(redis_db, "*tier*")]
+
+
+def test_a_window_emptied_while_its_tail_is_on_disk_keeps_each_crawls_own_order(
+    redis_db: redis.Redis, disk: DiskTier
+) -> None:
+    """The window runs dry before the mover refills it: the crawl's next request must still come after
+    its spilled ones (its fair-queuing state outlives the empty window while a tail exists)."""
+    frontier = Frontier(redis_db, window=WINDOW)
+    assert set(frontier.enqueue([new(f"http://a.com/{i}", "a.com") for i in range(WINDOW + 10)])) == {"queued"}
+    first = frontier.pop("link", WINDOW, OPEN).leases
+    frontier.ack([Ack.of(lease) for lease in first])
+    assert queued(redis_db, "a.com") == 0  # dry, 10 still in the spill stream
+    assert frontier.enqueue([new("http://a.com/late", "a.com")]) == ["queued"]
+    rest = drain_all(frontier, disk, 11)
+    urls = [lease.record["url"] for lease in rest]
+    assert urls == [f"http://a.com/{i}" for i in range(WINDOW, WINDOW + 10)] + ["http://a.com/late"]

@@ -19,8 +19,23 @@ def test_an_apps_own_entry_replaces_the_default_whole() -> None:
     assert Quotas.parse(quotas.to_yaml()) == quotas
 
 
+def test_lease_quotas_and_weight_are_read_and_the_weight_falls_back_to_the_default() -> None:
+    quotas = Quotas.parse("default: {weight: 0.5}\napps:\n  news: {max_inflight: 3, pages_per_minute: 60, weight: 4}\n"
+                          "  research: {max_queued: 7}\n")  # fmt: skip
+    assert quotas.of("news") == AppQuota(max_inflight=3, pages_per_minute=60, weight=4.0)
+    assert (quotas.weight_of("news"), quotas.weight_of("research"), quotas.weight_of("other")) == (4.0, 0.5, 0.5)
+    assert Quotas.parse(quotas.to_yaml()) == quotas
+    figures = AppFigures("news", inflight=3, pages_per_sec=0.5)
+    figures.set_quota(quotas.of("news"))
+    assert figures.quota_use == {"max_inflight": 1.0, "pages_per_minute": 0.5}
+
+
 @pytest.mark.parametrize("text", [
     "apps: {news: {max_queue: 5}}",  # misspelt: refused, never silently ignored
+    "apps: {news: {weight: 0}}",
+    "apps: {news: {weight: 1000}}",
+    "apps: {news: {weight: yes}}",
+    "apps: {news: {max_inflight: 1.5}}",
     "apps: {news: {max_queued: -1}}",
     "apps: {news: {max_queued: 1.5}}",
     "apps: {news: {max_queued: true}}",

@@ -16,10 +16,11 @@ def _argv_count(script: str) -> int:
 
 def test_a_pop_call_fills_every_argv_pop_lua_names_in_order() -> None:
     policy = ThrottlePolicy(key_prefix="link:", hits=3, window=6.0, overrides={"a.com": (1, 2.0)})
-    argv = PopCall("link", 20, policy, 300).argv("{0.1}", 7, 15.0, 86400)
-    assert len(argv) == _argv_count("pop") == 12
+    argv = PopCall("link", 20, policy, 300).argv("{0.1}", 7, 15.0, 86400, '{"a":[2,-1]}', '{"a":4}')
+    assert len(argv) == _argv_count("pop") == 14
     assert argv[:5] == ["{0.1}link", 7, 15.0, 300, "{0.1}link:"]
     assert argv[10] == 86400
+    assert argv[12:] == ['{"a":[2,-1]}', '{"a":4}']  # the apps' lease-time quotas and weights
     assert PopCall("link", 20, policy).remaining(5).max_items == 15
 
 

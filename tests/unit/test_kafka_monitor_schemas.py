@@ -20,6 +20,7 @@ from utils.schemas.matching import _nested_defaults, checker
 
 ACTION = {"action": "info", "appid": "testapp", "crawlid": "ABC123", "uuid": "abc12333", "spiderid": "link"}
 STATS = {"appid": "testapp", "uuid": "hij1", "stats": "spider"}
+CRAWL = {"url": "http://a.com/", "appid": "testapp", "crawlid": "c1"}
 ZOOKEEPER = {"uuid": "abc123", "appid": "madisonTest", "action": "domain-update", "domain": "dmoztools.net",
              "hits": 60, "window": 60, "scale": 0.9}  # fmt: skip
 
@@ -79,6 +80,9 @@ def test_zookeeper_defaults_are_scrapy_clusters() -> None:
         ("zookeeper", {**ZOOKEEPER, "scale": 1.5}, "scale"),
         ("zookeeper", {**ZOOKEEPER, "scale": -0.1}, "scale"),
         ("zookeeper", {**ZOOKEEPER, "domain": None}, "domain"),
+        ("crawl", {**CRAWL, "weight": 0}, "weight"),
+        ("crawl", {**CRAWL, "weight": 101}, "weight"),
+        ("crawl", {**CRAWL, "weight": "2"}, "weight"),
     ],
 )
 def test_values_out_of_scrapy_clusters_limits_are_refused_naming_the_field(
@@ -112,3 +116,8 @@ def test_nested_defaults_are_detected_so_those_schemas_get_a_deep_copy() -> None
     assert _nested_defaults(nested)
     for name in ("crawl", "action", "stats", "zookeeper"):
         assert not _nested_defaults(schemas.schema(name)), name
+
+
+def test_a_crawl_may_carry_a_weight_and_leave_it_out() -> None:
+    assert checker("crawl")({**CRAWL, "weight": 2.5})["weight"] == 2.5
+    assert "weight" not in checker("crawl")(dict(CRAWL))  # unset: its app's, else CRAWL_WEIGHT

@@ -2,11 +2,15 @@
 
     default: {max_queued: 1000000}
     apps:
-      price-monitor: {max_queued: 200000}
+      price-monitor: {max_queued: 200000, max_inflight: 50, pages_per_minute: 600, weight: 2}
       research: {}                      # no quota, whatever the default says
 
 An app's own entry replaces the default entry whole. `max_queued` bounds the requests of an app
-waiting in the frontier (queued or waiting to retry, seeds and found links alike). A field Shoal
+waiting in the frontier (queued or waiting to retry, seeds and found links alike), checked where
+requests enter; `max_inflight` (requests leased at once) and `pages_per_minute` are checked where
+requests are leased (a crawl over them waits, utils/frontier/lua/lib/app_limits.lua). `weight` is
+no limit: the app's crawls' share where they meet other crawls (utils/frontier/weights.py); an app
+without one has the default entry's, else the setting CRAWL_WEIGHT. A field Shoal
 does not know refuses the whole node (the watcher keeps the last good one): a misspelt quota that
 is silently ignored is worse than none.
 """
@@ -18,22 +22,28 @@ from typing import Any
 
 import yaml
 
-QUOTA_NAMES = ("max_queued",)
+from utils.frontier.weights import WEIGHT_MAX, WEIGHT_MIN
+
+QUOTA_NAMES = ("max_queued", "max_inflight", "pages_per_minute")
+FIELDS = (*QUOTA_NAMES, "weight")
 LIMIT = 10**12  # the largest quota value accepted
 
 
 @dataclass(frozen=True)
 class AppQuota:
-    """One app's limits; None = unlimited."""
+    """One app's limits (None = unlimited) and weight (None = the default's)."""
 
     max_queued: int | None = None
+    max_inflight: int | None = None
+    pages_per_minute: int | None = None
+    weight: float | None = None
 
     @property
     def limited(self) -> bool:
-        return self.max_queued is not None
+        return any(getattr(self, name) is not None for name in QUOTA_NAMES)
 
-    def as_dict(self) -> dict[str, int]:
-        return {name: value for name in QUOTA_NAMES if (value := getattr(self, name)) is not None}
+    def as_dict(self) -> dict[str, Any]:
+        return {name: value for name in FIELDS if (value := getattr(self, name)) is not None}
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,11 @@ class Quotas:
     @property
     def empty(self) -> bool:
         return not self.default.limited and not any(q.limited for q in self.apps.values())
+
+    def weight_of(self, appid: str) -> float | None:
+        """The app's weight: its own entry's, else the default entry's (None: the setting's)."""
+        own = self.apps.get(appid)
+        return own.weight if own is not None and own.weight is not None else self.default.weight
 
     @classmethod
     def parse(cls, text: str | bytes | None) -> Quotas:
@@ -69,7 +84,7 @@ class Quotas:
 
     def to_yaml(self) -> str:
         data: dict[str, Any] = {"apps": {app: q.as_dict() for app, q in sorted(self.apps.items())}}
-        if self.default.limited:
+        if self.default.as_dict():
             data["default"] = self.default.as_dict()
         return yaml.safe_dump(data, default_flow_style=False, sort_keys=True)
 
@@ -82,12 +97,17 @@ def parse_entry(name: str, entry: Any) -> AppQuota:
         return AppQuota()
     if not isinstance(entry, dict):
         raise ValueError(f"quotas: {name} must be a mapping of quota -> number, not {entry!r}")
-    unknown = set(entry) - set(QUOTA_NAMES)
+    unknown = set(entry) - set(FIELDS)
     if unknown:
-        raise ValueError(f"quotas: {name} has unknown quota(s) {sorted(map(str, unknown))}; known: {QUOTA_NAMES}")
-    values = {}
+        raise ValueError(f"quotas: {name} has unknown quota(s) {sorted(map(str, unknown))}; known: {FIELDS}")
+    values: dict[str, Any] = {}
     for quota, value in entry.items():
         if value is None:
+            continue
+        if quota == "weight":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not WEIGHT_MIN <= value <= WEIGHT_MAX:
+                raise ValueError(f"quotas: {name}.weight must be a number in [{WEIGHT_MIN}, {WEIGHT_MAX}]: {value!r}")
+            values[quota] = float(value)
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= LIMIT:
             raise ValueError(f"quotas: {name}.{quota} must be a whole number in [0, {LIMIT}], not {value!r}")
@@ -95,7 +115,7 @@ def parse_entry(name: str, entry: Any) -> AppQuota:
     return AppQuota(**values)
 
 
-def changed(quotas: Quotas, appid: str, values: dict[str, int | None], remove: bool = False) -> Quotas:
+def changed(quotas: Quotas, appid: str, values: dict[str, float | int | None], remove: bool = False) -> Quotas:
     """`quotas` with one app's entry set (None values unset) or removed; `appid` "default" names the default."""
     if appid == "default":
         base = {} if remove else {**quotas.default.as_dict(), **values}

@@ -49,7 +49,7 @@ class AppFigures:
     pages_per_sec: float = 0.0
     share: float = 0.0  # of the cluster's pages/s, 0..1
     first_page_sec: float | None = None  # mean time to first page of its recent crawls
-    quota: dict[str, int] = field(default_factory=dict)
+    quota: dict[str, Any] = field(default_factory=dict)  # its quotas and weight (utils/apps/quotas.py)
     quota_use: dict[str, float] = field(default_factory=dict)  # quota name -> used / limit
     at: float = 0.0
 
@@ -62,8 +62,11 @@ class AppFigures:
 
     def set_quota(self, quota: AppQuota) -> None:
         self.quota, self.quota_use = quota.as_dict(), {}
-        if quota.max_queued is not None:
-            self.quota_use["max_queued"] = round(self.queued / quota.max_queued, 4) if quota.max_queued else 1.0
+        used = {"max_queued": self.queued, "max_inflight": self.inflight, "pages_per_minute": self.pages_per_sec * 60}
+        for name, amount in used.items():
+            limit = getattr(quota, name)
+            if limit is not None:
+                self.quota_use[name] = round(amount / limit, 4) if limit else 1.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,6 +3,7 @@
 shoal apps                                   # each app: crawls, queued, in flight, pages/s, share, quota use
 shoal apps quotas                            # the quotas node (YAML)
 shoal apps quota news --max-queued 200000    # set an app's quota ("default" = every app without its own)
+shoal apps quota news --max-inflight 50 --pages-per-minute 600 --weight 2
 shoal apps quota news --remove               # the app falls back to the default
 shoal keys create news --scopes feed,info,stop   # prints the key once
 shoal keys list
@@ -18,7 +19,7 @@ from typing import Any
 
 from utils.apps import api_keys
 from utils.apps.quota_store import read_quotas, update_quotas
-from utils.apps.quotas import changed
+from utils.apps.quotas import FIELDS, changed
 from utils.apps.usage import read_figures
 from utils.apps.watch import quotas_path
 from utils.config.clients import redis_client, zookeeper_client
@@ -31,6 +32,9 @@ def add_apps_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", default="list", choices=["list", "quotas", "quota"])
     p.add_argument("app", nargs="?", help="the appid (quota); 'default' for every app without its own")
     p.add_argument("--max-queued", type=int, help="most requests of the app waiting in the frontier")
+    p.add_argument("--max-inflight", type=int, help="most requests of the app leased at once")
+    p.add_argument("--pages-per-minute", type=int, help="most requests of the app leased per minute")
+    p.add_argument("--weight", type=float, help="the app's crawls' fair share where they meet others (0.01 .. 100)")
     p.add_argument("--remove", action="store_true", help="remove the app's quota entry")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -55,11 +59,12 @@ def apps_command(settings: Settings, args: argparse.Namespace) -> int:
         elif not args.app:
             print("shoal apps quota: name the app", file=sys.stderr)
             return 2
-        elif not args.remove and args.max_queued is None:
-            print("shoal apps quota: give --max-queued N or --remove", file=sys.stderr)
+        elif not args.remove and not _given(args):
+            print("shoal apps quota: give --max-queued, --max-inflight, --pages-per-minute, --weight or --remove",
+                  file=sys.stderr)  # fmt: skip
             return 2
         else:
-            values: dict[str, int | None] = {"max_queued": args.max_queued}
+            values = _given(args)
             quotas = update_quotas(client, path, lambda q: changed(q, args.app, values, args.remove))
     except ValueError as exc:
         print(f"shoal apps: {exc}", file=sys.stderr)
@@ -69,6 +74,11 @@ def apps_command(settings: Settings, args: argparse.Namespace) -> int:
         client.close()
     print(json.dumps(quotas.as_dict(), sort_keys=True) if args.json else quotas.to_yaml().rstrip())
     return 0
+
+
+def _given(args: argparse.Namespace) -> dict[str, float | int | None]:
+    """The quota fields the command line sets."""
+    return {name: value for name in FIELDS if (value := getattr(args, name, None)) is not None}
 
 
 def _list(settings: Settings, as_json: bool) -> int:

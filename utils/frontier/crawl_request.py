@@ -23,13 +23,16 @@ import ujson
 from utils import schemas
 
 ID_DIGITS = 16  # a request id: 13 hex digits of server time in µs, then a 3-digit counter
+TAG_MARK = "v"  # a queue member that opens with it carries its crawl's fair-queuing tag (lua/lib/member.lua)
+TAG_DIGITS = 12  # hex digits of that tag
+FIELD_DIGITS = 1 + TAG_DIGITS + ID_DIGITS  # a tagged member's field in its requests hash (without the code)
 # Named by the frontier's keys and the queue member rather than stored in each payload.
 KEPT_BY_KEYS = frozenset({"appid", "crawlid", "spiderid", "request_id", "ts"})
 # Fields a crawl's requests share: a child inherits them from its page (crawler/meta.py INHERITED).
 CRAWL_LEVEL = (
     "maxdepth", "domain_max_pages", "allowed_domains", "allow_regex", "deny_regex", "deny_extensions",
     "expires", "useragent", "cookie", "attrs", "proxy", "proxy_labels", "dupefilter", "revisit", "sitemaps",
-    "ladder_of", "extract", "near_duplicates",
+    "ladder_of", "extract", "near_duplicates", "weight",
 )  # fmt: skip
 _HEAD = frozenset({"url", "curdepth", "priority", "attempt"})
 _NOT_EXTRA = KEPT_BY_KEYS | _HEAD | frozenset(CRAWL_LEVEL)
@@ -96,7 +99,7 @@ def restore(
     `ts` filled in. `profile` is the JSON its profile id names ('' or None when it has none)."""
     record = decode(payload, profile) if payload else {}
     record["appid"], record["crawlid"], record["spiderid"] = appid, crawlid, spiderid
-    record["request_id"] = request_id[:ID_DIGITS]
+    record["request_id"] = id_of(request_id)
     record["ts"] = created_at(request_id)
     return record
 
@@ -125,10 +128,27 @@ def profile_id(payload: str | bytes) -> str:
     return "" if text.startswith("{") else text.partition(" ")[0]
 
 
+def field_of(member: str) -> str:
+    """A queue member's field in its crawl's requests hash: the member without its crawl's code."""
+    return member[:FIELD_DIGITS] if member.startswith(TAG_MARK) else member[:ID_DIGITS]
+
+
+def code_of(member: str) -> str:
+    """The crawl code a queue member ends with (`<sid>:crawl_names`)."""
+    return member[len(field_of(member)) :]
+
+
+def id_of(member: str) -> str:
+    """The request id (16 hex digits) of a queue member or of its field, without the fair-queuing tag."""
+    start = 1 + TAG_DIGITS if member.startswith(TAG_MARK) else 0
+    return member[start : start + ID_DIGITS]
+
+
 def created_at(request_id: str) -> float | None:
-    """Unix time (ms precision) at which a request was first queued: its id's first 13 hex digits."""
+    """Unix time (ms precision) at which a request was first queued: its id's first 13 hex digits
+    (`request_id` may be a whole queue member)."""
     try:
-        return round(int(request_id[:13], 16) / 1_000_000, 3)
+        return round(int(id_of(request_id)[:13], 16) / 1_000_000, 3)
     except ValueError:
         return None
 

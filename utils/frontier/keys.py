@@ -15,14 +15,23 @@ SPIDERS = "shoal:spiders"  # SET of spider ids that ever had queued requests
 
 
 def queue(spiderid: str, domain: str) -> str:
-    """ZSET of queued requests, score -priority. A member is the request id (16 hex digits: server
-    time in µs + a counter, so equal priorities come out oldest first) followed by its crawl's code
-    (`crawl_codes`), which says in which crawl's `requests` hash its payload is."""
+    """ZSET of queued requests, score -priority. A member is `v`, the crawl's virtual finish tag on the
+    domain (12 hex digits, lua/lib/fair.lua: equal priorities come out fairly between crawls, each
+    crawl's oldest first), the request id (16 hex digits: server time in µs + a counter), then its
+    crawl's code (`crawl_codes`), which says in which crawl's `requests` hash its payload is (under
+    the member without its code). An older Shoal's members have no tag (lua/lib/member.lua)."""
     return f"{spiderid}:{domain}:queue"
 
 
+def fair(spiderid: str, domain: str) -> str:
+    """HASH of a domain's fair-queuing state (lua/lib/fair.lua): `<crawl code> <class>` -> the last
+    virtual finish tag the crawl got there, `\t<class>` -> the highest; deleted when the queue empties."""
+    return f"{spiderid}:{domain}:fair"
+
+
 def crawl_requests(spiderid: str, appid: str, crawlid: str, domain: str) -> str:
-    """HASH request id (16 hex digits) -> stored request (utils/frontier/crawl_request.py) of one crawl's
+    """HASH queue member without its crawl code (tag and request id) -> stored request
+    (utils/frontier/crawl_request.py) of one crawl's
     queued, delayed and in-flight requests on one domain. A domain's share of a crawl is small enough
     for Redis's listpack encoding (~100 B a request instead of ~180 in one crawl-wide hash table)."""
     return f"{spiderid}:crawl:{appid}:{crawlid}:requests:{domain}"
@@ -97,6 +106,18 @@ def policy(spiderid: str) -> str:
 def inflight(spiderid: str) -> str:
     """ZSET `<domain>\\t<queue member>` -> lease deadline (unix seconds)."""
     return f"{spiderid}:inflight"
+
+
+def app_leases(spiderid: str) -> str:
+    """HASH appid -> the app's requests leased from this shard and not settled yet (lua/lib/app_limits.lua):
+    what its max_inflight quota is checked against where requests are leased."""
+    return f"{spiderid}:app_leases"
+
+
+def app_pace(spiderid: str) -> str:
+    """HASH appid -> the app's next lease time (unix s, GCRA) under its pages_per_minute quota
+    (lua/lib/app_limits.lua)."""
+    return f"{spiderid}:app_pace"
 
 
 def ladder_levels(spiderid: str) -> str:

@@ -20,13 +20,13 @@ from utils.frontier.types import SLOT_SLACK
 
 # The keys the frontier's scripts build; the others are built only in Python.
 LUA_KEYS: tuple[Callable[..., str], ...] = (
-    keys.queue, keys.crawl_requests, keys.crawl_domains, keys.crawl_profiles, keys.legacy_crawl_requests,
+    keys.queue, keys.fair, keys.crawl_requests, keys.crawl_domains, keys.crawl_profiles, keys.legacy_crawl_requests,
     keys.crawl_progress, keys.crawl_codes, keys.crawl_names,
     keys.heads, keys.line, keys.line_of, keys.classes_ready, keys.classes_snoozed, keys.policy,
     keys.inflight, keys.delayed, keys.dupefilter, keys.bloom_dupefilter, keys.dupefilter_stages,
     keys.dupefilter_stage, keys.domain_pages,
     keys.global_pages, keys.stopped, keys.dead_letters, keys.throttles, keys.spider_throttle_prefix,
-    keys.wake, keys.ladder_levels,
+    keys.wake, keys.ladder_levels, keys.app_leases, keys.app_pace,
     keys.tier_spill, keys.tier_tails, keys.tier_low, keys.tier_ledger, keys.tier_state,
 )  # fmt: skip
 _MARK = "\x00"

@@ -25,6 +25,7 @@ from utils.frontier.protocol import LateFetch, PopCall, decode_pop, text
 from utils.frontier.scripts import Scripts, evalsha_in
 from utils.frontier.shards import Shards
 from utils.frontier.types import Ack, Lease, NewRequest, Popped, Retry, Settlement, ThrottlePolicy
+from utils.frontier.weights import AppPolicy
 
 __all__ = ["Ack", "Frontier", "Lease", "NewRequest", "Popped", "Retry", "Settlement", "ThrottlePolicy"]
 
@@ -51,6 +52,8 @@ class Frontier:
         exact_max: int = 100_000,
         false_drop: float = 1e-6,
         window: int = 0,
+        weight: float = 1.0,
+        slot_shares: bool = True,
     ) -> None:
         if dupefilter_mode not in DUPEFILTER_MODES:
             raise ValueError(f"dupefilter mode {dupefilter_mode!r} is not one of {DUPEFILTER_MODES}")
@@ -63,6 +66,8 @@ class Frontier:
         self.exact_max, self.false_drop = exact_max, false_drop  # mode auto (lua/lib/seen.lua)
         self.window = window  # the disk tier's window per domain (lua/lib/tier.lua); 0 = no disk tier
         self._planners: dict[str, PopPlanner] = {}  # spiderid -> which shards its pops go to
+        self.apps = AppPolicy(client, weight)  # apps' weights and lease-time quotas (ZooKeeper, through Redis)
+        self.slot_shares = slot_shares  # pops share the crawler slots between apps by weight (lib/app_limits.lua)
         self._enqueue_head = [
             dupefilter_timeout,
             state_timeout,
@@ -91,6 +96,8 @@ class Frontier:
             exact_max=settings.get_int("DUPEFILTER_EXACT_MAX"),
             false_drop=settings.get_float("DUPEFILTER_FALSE_DROP"),
             window=settings.get_int("FRONTIER_WINDOW") if settings.get_str("FRONTIER_DISK_TIER_DSN") else 0,
+            weight=settings.get_float("CRAWL_WEIGHT"),
+            slot_shares=settings.get_bool("APP_SLOT_SHARES"),
         )
 
     # --- enqueue ---------------------------------------------------------------------------------
@@ -211,9 +218,11 @@ class Frontier:
         planner = self._planner(pop.spiderid, read_heads=first)
         planner.policy_seen(pop.throttle.overrides)
         pops = []
+        app_limits = self.apps.lease_limits(self.shards.count)
+        shares = self.apps.slot_weights() if self.slot_shares else ""
         for tag, quota in planner.quotas(pop.max_items, exclude=tried).items():
             pops.append((tag, len(pipe)))
-            args = pop.argv(tag, quota, self.lease_timeout, self.state_timeout)
+            args = pop.argv(tag, quota, self.lease_timeout, self.state_timeout, app_limits, shares)
             evalsha_in(pipe, self.scripts.pop, keys.shard_route(tag), args)
         return pops
 
@@ -353,7 +362,8 @@ class Frontier:
         groups = []
         for request, place in zip(requests, places, strict=True):
             number = profiles.setdefault(request.profile, len(profiles) + 1) if request.profile else 0
-            groups.append([*request.argv(tag), place, number])
+            weight = request.own_weight() or self.apps.weight(request.appid)
+            groups.append([*request.argv(tag), place, number, weight])
         head = [*self._enqueue_head, batch_us, self.exact_max, self.false_drop, self.window, len(profiles), *profiles]
         return self._flat(head, groups)
 

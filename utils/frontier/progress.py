@@ -65,6 +65,7 @@ class Progress:
     ref: CrawlRef
     counters: dict[str, int]
     times: dict[str, float]
+    weight: float | None = None  # the fair-queuing weight its latest requests were queued with
 
     def count(self, name: str) -> int:
         return max(self.counters.get(name, 0), 0)
@@ -109,17 +110,20 @@ def parse(ref: CrawlRef, raw: dict[Any, Any]) -> Progress | None:
         return None
     counters: dict[str, int] = {}
     times: dict[str, float] = {}
+    weight = None
     for name, value in raw.items():
         name = name.decode() if isinstance(name, bytes) else name
         text = value.decode() if isinstance(value, bytes) else str(value)
         try:
             if name in TIMES:
                 times[name] = float(text)
+            elif name == "weight":
+                weight = float(text)
             else:
                 counters[name] = int(text)
         except ValueError:
             continue  # spiderid, appid, crawlid: already in the ref
-    return Progress(ref, counters, times)
+    return Progress(ref, counters, times, weight)
 
 
 def read_many(client: RedisClient, refs: Iterable[CrawlRef], shards: Shards | None = None) -> list[Progress | None]:
@@ -154,7 +158,8 @@ def merge(ref: CrawlRef, parts: list[Progress]) -> Progress | None:
             counters[name] = counters.get(name, 0) + n
         for name, at in part.times.items():
             times[name] = min(times.get(name, at), at) if name == "started" else max(times.get(name, at), at)
-    return Progress(ref, counters, times)
+    weights = [part.weight for part in parts if part.weight is not None]
+    return Progress(ref, counters, times, max(weights) if weights else None)
 
 
 def live_crawls(client: RedisClient, since: float, limit: int = 200) -> list[CrawlRef]:
@@ -227,6 +232,7 @@ def snapshot(progress: Progress, tracker: RateTracker | None = None, now: float 
         "updated": progress.times.get("updated"),
         "finished_at": progress.times.get("finished"),
         "elapsed_sec": round(max(end - started, 0.0), 1) if started else None,
+        "weight": progress.weight,
     }
 
 

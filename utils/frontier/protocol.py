@@ -25,10 +25,12 @@ class PopCall(NamedTuple):
     throttle: ThrottlePolicy
     scan_limit: int = 500
 
-    def argv(self, tag: str, quota: int, lease_timeout: float, state_timeout: int) -> list[Any]:
-        """pop.lua's ARGV for the shard `tag`, asked for `quota` of the leases."""
+    def argv(self, tag: str, quota: int, lease_timeout: float, state_timeout: int, app_limits: str = "",
+             shares: str = "") -> list[Any]:  # fmt: skip
+        """pop.lua's ARGV for the shard `tag`, asked for `quota` of the leases; `app_limits`: the
+        apps' lease-time quotas, `shares`: their weights ('' = slots not shared; utils/frontier/weights.py)."""
         return [tag + self.spiderid, quota, lease_timeout, self.scan_limit, *self.throttle.argv(tag), state_timeout,
-                PROMOTE_MAX]  # fmt: skip
+                PROMOTE_MAX, app_limits, shares]  # fmt: skip
 
     def remaining(self, leased: int) -> PopCall:
         """The same call for what is left once `leased` leases came back."""

@@ -1,7 +1,8 @@
 """Reading the frontier's stored requests by queue member (tools, tests and answers).
 
-A queue member is a request id (16 hex digits) followed by its crawl's code; the code names the
-crawl (`<sid>:crawl_names`), whose requests hash of the domain holds the payload under `<id>`, and
+A queue member is its field (fair-queuing tag and request id, crawl_request.field_of) followed by its
+crawl's code; the code names the crawl (`<sid>:crawl_names`), whose requests hash of the domain holds
+the payload under the field, and
 whose profiles hash its crawl-level fields (utils/frontier/crawl_request.py).
 """
 
@@ -17,7 +18,7 @@ from utils.frontier.shards import Shards
 def crawl_of(client: RedisClient, spiderid: str, member: str | bytes) -> tuple[str, str] | None:
     """(appid, crawlid) of a queue member, or None when its crawl's code is unknown; `spiderid` with
     its shard's tag in front on a Redis Cluster."""
-    code = _text(member)[crawl_request.ID_DIGITS :]
+    code = crawl_request.code_of(_text(member))
     name = client.hget(keys.crawl_names(spiderid), code)
     if name is None:
         return None
@@ -32,7 +33,7 @@ def read(client: RedisClient, spiderid: str, domain: str, member: str | bytes) -
     crawl = crawl_of(client, prefix, member)
     if crawl is None:
         return None
-    payload = client.hget(keys.crawl_requests(prefix, *crawl, domain), member[: crawl_request.ID_DIGITS])
+    payload = client.hget(keys.crawl_requests(prefix, *crawl, domain), crawl_request.field_of(member))
     if payload is None:
         return None
     return crawl_request.restore(payload, profile(client, prefix, *crawl, payload), spiderid, *crawl, member)

@@ -40,6 +40,14 @@ class NewRequest:
     dupefilter: str | None = None  # exact | bloom | '' (the setting)
     drop: str = ""  # a reason to refuse it (e.g. 'blacklist' for a ZooKeeper-blacklisted domain)
     profile: str = ""  # JSON of its crawl-level fields, stored once per crawl ('' = none)
+    weight: float = 0.0  # its crawl's fair-queuing weight; 0 = its profile's `weight`, else its app's
+
+    def own_weight(self) -> float:
+        """The weight the request itself sets (this field, else its crawl's `weight` field); 0 = none."""
+        if self.weight > 0 or '"weight"' not in self.profile:
+            return self.weight
+        value = ujson.loads(self.profile).get("weight")
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0.0
 
     def argv(self, tag: str = "") -> list[Any]:
         """The enqueue script's values; `tag` is the shard of the domain (prefixed to the spiderid)."""
@@ -82,7 +90,7 @@ class Lease:
 
     spiderid: str
     domain: str
-    request_id: str  # the queue member: 16 hex digits of request id, then its crawl's code
+    request_id: str  # the queue member: fair-queuing tag and request id, then its crawl's code (crawl_request)
     record: dict[str, Any]
     tag: str = ""  # its frontier shard's hash tag ('' on one Redis; utils/frontier/shards.py)
     received: float = 0.0  # unix time the spider got it: a fetch much later moves its throttle slot

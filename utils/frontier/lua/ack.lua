@@ -13,6 +13,7 @@
 
 --! include domain_sets
 --! include stored
+--! include app_limits
 
 local NF = 6
 local state_ttl = tonumber(ARGV[1])
@@ -34,10 +35,13 @@ for i = 2, #ARGV, NF do
     ds_place(sid, d, tonumber(redis.call('TIME')[1]))
   end
   local was_delayed = redis.call('ZREM', K.delayed(sid), entry)
-  st_drop(sid, appid, crawlid, d, string.sub(m, 1, 16))
+  st_drop(sid, appid, crawlid, d, qm_field(m))
   local progress = K.crawl_progress(sid, appid, crawlid)
   if was_inflight == 1 or was_queued == 1 or was_delayed == 1 then
-    if was_inflight == 1 then redis.call('HINCRBY', progress, 'inflight', -1) end
+    if was_inflight == 1 then
+      redis.call('HINCRBY', progress, 'inflight', -1)
+      al_settled(sid, appid, 1)
+    end
     if was_queued == 1 then redis.call('HINCRBY', progress, 'queued', -1) end
     if was_delayed == 1 then redis.call('HINCRBY', progress, 'retrying', -1) end
     redis.call('HINCRBY', progress, outcome, 1)

@@ -16,7 +16,7 @@
 -- ARGV[12] the disk tier's window: most requests a domain keeps in Redis (0 = no disk tier; lib/tier.lua)
 -- ARGV[13] how many profiles follow (P), then ARGV[14 .. 13 + P] the profiles: the JSON of crawl-level
 --         fields the call's requests share (utils/frontier/crawl_request.py), each stored once per crawl
--- then one group of 16 values per request:
+-- then one group of 17 values per request:
 --   spiderid, domain, priority, appid, crawlid,
 --   fingerprint (8 binary bytes; '' = not filtered), domain_max_pages ('0' = none),
 --   is_seed ('1' = never filtered as duplicate, stopped or expired; still recorded in the dupefilter),
@@ -27,12 +27,15 @@
 --   never a loss); the key expires after the crawl state TTL without writes.
 --   payload (the stored request JSON), expires (unix s, '0' = never),
 --   dupefilter mode ('' = ARGV[6]), drop reason decided by the caller ('' = none, e.g. 'blacklist'),
---   the request's place in its batch, its profile (1..P; 0 = none: the payload is stored as given).
+--   the request's place in its batch, its profile (1..P; 0 = none: the payload is stored as given),
+--   its crawl's weight (> 0; lib/fair.lua), recorded in the crawl's progress as `weight`.
 -- Returns one status per request: queued | duplicate | page_limit | blacklist | expired | replayed.
--- A queue member is the request id, 16 hex digits (batch time in µs + place in batch) so that equal
--- priorities come out oldest first, then its crawl's code; the payload lives in the crawl's
--- requests hash of its domain under `<id>`, the profile's id written in front (lib/stored.lua); the
--- crawl's domain index and those hashes are the crawl's index for info and stop.
+-- A queue member (lib/member.lua) is its crawl's virtual finish tag on the domain (lib/fair.lua), so
+-- that equal priorities are served fairly between crawls by weight, the request id, 16 hex digits
+-- (batch time in µs + place in batch), so that a crawl's own come out oldest first, then its
+-- crawl's code; the payload lives in the crawl's requests hash of its domain under the member
+-- without its code, the profile's id written in front (lib/stored.lua); the crawl's domain index
+-- and those hashes are the crawl's index for info and stop.
 -- The page counters count admitted requests; ack.lua gives the slot back when an admitted request
 -- ends without a page, so domain_max_pages = N yields N crawled pages.
 -- Each domain that gains a request enters <sid>:ready (lib/domain_sets.lua) unless it is snoozed;
@@ -43,8 +46,9 @@
 --! include stored
 --! include seen
 --! include tier
+--! include fair
 
-local NF = 16
+local NF = 17
 local FIRST_PROFILE = 14
 local window = tonumber(ARGV[12])
 local MARK_WINDOW = 20000  -- offsets; far more than a monitor writes ahead of its commits (2 polls)
@@ -58,6 +62,8 @@ local base_us = tonumber(ARGV[9]) or (tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local out = {}
 local touched = {}
 local seen = sn_new(tonumber(ARGV[10]), tonumber(ARGV[11]), dupe_ttl)
+local fair = fq_new()
+local weighed = {}  -- progress key -> the weight this call recorded
 
 local function bump(progress, field, n)
   redis.call('HINCRBY', progress, field, n)
@@ -157,20 +163,21 @@ local function profile_of(sid, appid, crawlid, n)
   return id
 end
 
-local function push(sid, domain, prio, appid, crawlid, payload, place, profile)
+local function push(sid, domain, prio, appid, crawlid, payload, place, profile, weight)
   local queue = K.queue(sid, domain)
   local code = crawl_code(sid, appid, crawlid)
   local score = -tonumber(prio)
   touched[sid .. '\t' .. domain] = {sid, domain}
-  local id
+  local tag = fq_tag(fair, sid, domain, score, code, weight)
+  local m
   local n = tonumber(place)
   repeat
-    id = string.format('%013x%03x', base_us + math.floor(n / 4096), n % 4096)
+    m = qm_make(tag, string.format('%013x%03x', base_us + math.floor(n / 4096), n % 4096), code)
     n = n + 4096  -- taken (another batch of the same µs): the next µs
-  until redis.call('ZADD', queue, 'NX', score, id .. code) == 1
+  until redis.call('ZADD', queue, 'NX', score, m) == 1
   if profile > 0 then payload = profile_of(sid, appid, crawlid, profile) .. payload end
-  if window > 0 and tr_admit(sid, domain, queue, id .. code, score, payload, window) then return end
-  st_put(sid, appid, crawlid, domain, id, payload)
+  if window > 0 and tr_admit(sid, domain, queue, m, score, payload, window) then return end
+  st_put(sid, appid, crawlid, domain, qm_field(m), payload)
 end
 
 for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
@@ -178,7 +185,13 @@ for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
   local status = filter(i)
   local progress = K.crawl_progress(sid, appid, crawlid)
   if status == 'queued' then
-    push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14], tonumber(ARGV[i + 15]))
+    local weight = tonumber(ARGV[i + 16])
+    if not weight or weight <= 0 then weight = 1 end
+    push(sid, domain, prio, appid, crawlid, ARGV[i + 10], ARGV[i + 14], tonumber(ARGV[i + 15]), weight)
+    if weighed[progress] ~= weight then
+      weighed[progress] = weight
+      redis.call('HSET', progress, 'weight', tostring(weight))
+    end
     bump(progress, 'queued', 1)
     redis.call('HDEL', progress, 'finished')  -- new work: a finished crawl is announced again when done
     bump(progress, 'enqueued', 1)
@@ -199,6 +212,7 @@ for i = FIRST_PROFILE + tonumber(ARGV[FIRST_PROFILE - 1]), #ARGV, NF do
   out[#out + 1] = status
 end
 sn_flush(seen)
+fq_write(fair)
 local woken = {}
 for _, sd in pairs(touched) do
   ds_place(sd[1], sd[2], now)

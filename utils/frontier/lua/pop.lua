@@ -9,6 +9,8 @@
 -- ARGV[8] moderated ('1' = spread hits evenly over the window)
 -- ARGV[9] JSON {domain: [hits, window]} overrides   ARGV[10] JSON [blacklisted domains]
 -- ARGV[11] crawl state idle TTL (s)   ARGV[12] most due retries to move back into queues per call
+-- ARGV[13] the apps' lease-time quotas, this shard's part (lib/app_limits.lua; '' = none)
+-- ARGV[14] the apps' weights, for sharing the leases between them (lib/app_limits.lua; '' = not shared)
 -- Returns a flat array: the milliseconds until this shard may next hand out something (0 = now,
 -- -1 = nothing queued or waiting), how many domains this call snoozed on their throttle, the best
 -- score among the ready domains ('' = none), then domain, queue member, payload, crawl
@@ -31,7 +33,15 @@
 -- read, and the request leaves its queue with one. The call's changes to <sid>:line,
 -- <sid>:line_of and <sid>:inflight, and a shared prefix's throttle states go in one command each
 -- per batch; the payloads it reads, in one per crawl and domain (lib/stored.lua).
--- Each leased request moves into <sid>:inflight scored by its lease deadline.
+-- Each leased request moves into <sid>:inflight scored by its lease deadline. Within a score the
+-- queue's members sort by their crawl's virtual finish tag (lib/fair.lua, set at enqueue), so the
+-- head is the fair choice between crawls at no cost here; a queue that empties drops that state.
+--
+-- With the apps' weights given (ARGV[14]), a due domain whose next request's app holds more than its
+-- weight's share of this shard's leases in flight is skipped (SKIP_MOST at most per class) until
+-- its class's other due domains were looked at (lib/app_limits.lua): crawler slots go to the apps by
+-- weight when they are the bottleneck, and every due domain is still leased when they are not. Strict
+-- priority holds: only within a class.
 --
 -- Before the lease loop, four maintenance passes, each a lib with its contract at its top:
 -- override changes (lib/overrides.lua), due retries back into their queues (lib/retries.lua),
@@ -50,6 +60,7 @@
 --! include wake
 --! include stored
 --! include tier
+--! include app_limits
 
 local sid, max_items, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, prefix = tonumber(ARGV[4]), ARGV[5]
@@ -60,11 +71,13 @@ local state_ttl, promote_max = tonumber(ARGV[11]), tonumber(ARGV[12] or '100')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local rules = tr_rules(now, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', overrides)
+local al = al_new(sid, ARGV[13], now, ARGV[14])  -- apps' lease-time quotas and shares; their leases counted
 local line, line_of, heads = K.line(sid), K.line_of(sid), K.heads(sid)
 local throttles = K.throttles(prefix)
 local own = prefix == K.spider_throttle_prefix(sid)  -- the line carries the states (lib/domain_sets.lua)
 local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is looked at again
 local HEAD, ROW = 3, 6  -- the reply's header values, and values per lease
+local SKIP_MOST = 64  -- due domains a call skips at most for their app's share (then it leases them)
 
 -- The call's state `b`, handed to every step below as an argument. What changes the line, written
 -- once per batch by flush(b): members leaving it, members entering it (score, member, ...), each
@@ -76,7 +89,7 @@ local HEAD, ROW = 3, 6  -- the reply's header values, and values per lease
 local b = {leaving = {}, entering = {}, owner = {}, changed = {}, touched = {}, states = {}, carry = {},
            th_out = {}, th_need = 0, throttles_exp = nil,  -- throttles_exp: nil = not read yet
            leased = 0, work = 0, denied = 0, out = {0, 0, ''}, entries = {}, payloads = {},
-           crawls = cc_new(sid), stamps = {}}
+           crawls = cc_new(sid), stamps = {}, skipped = {}, skip = false, no_skip = false}
 
 -- Keep the domain's new state (kept until `exp`): carried in the line while it stays there.
 local function keep_state(b, d, state, exp, in_line)
@@ -151,6 +164,7 @@ local function lease_one(b, d, m, queue, head, score, st)
   local at, state, exp = tr_spend(rules, st)
   local better = false
   if #head < 4 then  -- the queue is empty now
+    ds_fair_reset(sid, d)  -- nothing queued here: every crawl starts level again
     b.leaving[#b.leaving + 1] = m
     set_owner(b, d, false)
     redis.call('ZREM', heads, d)
@@ -168,6 +182,7 @@ local function lease_one(b, d, m, queue, head, score, st)
   b.entries[#b.entries + 1] = now + lease
   b.entries[#b.entries + 1] = d .. '\t' .. qm
   local crawl = cc_crawl(b.crawls, qm)
+  if crawl then al_leased(al, crawl.appid) end
   local out = b.out
   out[#out + 1] = d
   out[#out + 1] = qm
@@ -182,7 +197,7 @@ local function lease_one(b, d, m, queue, head, score, st)
     local requests = K.crawl_requests(sid, crawl.appid, crawl.crawlid, d)
     local p = b.payloads[requests]
     if not p then p = {fields = {}, slots = {}, crawl = crawl}; b.payloads[requests] = p end
-    p.fields[#p.fields + 1] = string.sub(qm, 1, 16)
+    p.fields[#p.fields + 1] = qm_field(qm)
     p.slots[#p.slots + 1] = #out - 3
   end
   return better
@@ -208,8 +223,18 @@ local function examine(b, d, m, score)
     return true
   end
   local st = tr_read(rules, d, b.states[d] or '')
-  if st.at > now then
-    requeue(b, d, m, score, st.at)
+  local at = st.at
+  if at <= now and (al.limited or al.sharing) then
+    local crawl = cc_crawl(b.crawls, head[1])
+    if crawl then at = now + al_wait(al, crawl.appid) end  -- over a lease-time quota: it waits as on its throttle
+    if at <= now and crawl and not b.no_skip and al_over_share(al, crawl.appid) then
+      b.skip = true  -- its app has more than its share of the slots: after the class's other due domains
+      b.work = b.work + 1
+      return false
+    end
+  end
+  if at > now then
+    requeue(b, d, m, score, at)
     b.denied = b.denied + 1
     b.work = b.work + 1
     return false
@@ -250,7 +275,10 @@ while b.leased < max_items and b.work < budget do
   if #best == 0 then break end
   local c, score = best[1], tonumber(best[2])
   b.touched[c] = score  -- listed again at the next flush, whatever this batch finds
-  local due = redis.call('ZRANGEBYSCORE', line, score, score, 'LIMIT', 0,
+  -- Domains skipped for their app's share stay first in the class's line, untouched: read past them.
+  local skipped = b.skipped[c] or {}
+  b.skipped[c] = skipped
+  local due = redis.call('ZRANGEBYSCORE', line, score, score, 'LIMIT', #skipped,
                          math.min(max_items - b.leased, budget - b.work))
   b.work = b.work + 1
   local domains = {}
@@ -261,8 +289,20 @@ while b.leased < max_items and b.work < budget do
   if #domains > 0 then
     read_batch(b, domains)
     for j, d in ipairs(domains) do
+      b.no_skip = #skipped >= SKIP_MOST  -- a bounded look past them, whatever the other apps have due
       if examine(b, d, due[j], score) then break end
+      if b.skip then
+        b.skip = false
+        skipped[#skipped + 1] = {d, due[j]}
+      end
     end
+    b.no_skip = false
+  elseif #skipped > 0 then  -- every due domain of the class was looked at: the skipped ones now, in order
+    b.skipped[c], b.no_skip = {}, true
+    for _, e in ipairs(skipped) do
+      if b.leased >= max_items or examine(b, e[1], e[2], score) then break end
+    end
+    b.no_skip = false
   end
 end
 flush(b)
@@ -289,6 +329,7 @@ for requests, p in pairs(b.payloads) do
   end
 end
 cc_write(b.crawls, state_ttl)
+al_write(al)
 -- Each lease's ladder level as its crawlers last wrote it with the domain's pace (ladder_pace.lua):
 -- the level whose pace this call's throttle spent its hit at, whatever the domain does afterwards.
 if #b.stamps > 0 then

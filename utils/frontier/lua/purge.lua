@@ -16,6 +16,7 @@
 
 --! include domain_sets
 --! include stored
+--! include app_limits
 
 local sid, appid, crawlid, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ttl, state_ttl, limit = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -51,6 +52,7 @@ end
 -- Keep each touched domain's head exact (or gone), so queue stats and pops see no phantom work.
 for d in pairs(touched) do ds_place(sid, d, now) end
 
+al_settled(sid, appid, inflight)
 local left = redis.call('SCARD', index)
 if left == 0 then redis.call('DEL', K.crawl_profiles(sid, appid, crawlid)) end
 local progress = K.crawl_progress(sid, appid, crawlid)

@@ -17,6 +17,7 @@
 --! include crawl_counts
 --! include wake
 --! include stored
+--! include app_limits
 
 local sid, limit, retry_times, state_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local t = redis.call('TIME')
@@ -31,8 +32,9 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT
   local tab = string.find(entry, '\t', 1, true)
   local d, m = string.sub(entry, 1, (tab or 1) - 1), string.sub(entry, (tab or 0) + 1)
   local crawl = tab and cc_crawl(crawls, m)
-  local id = string.sub(m, 1, 16)
+  local id = qm_field(m)
   local payload = crawl and st_get(sid, crawl.appid, crawl.crawlid, d, id)
+  if crawl then al_settled(sid, crawl.appid, 1) end
   if payload then
     local name, appid, crawlid, progress = crawl.name, crawl.appid, crawl.crawlid, crawl.progress
     local pid, priority, attempt = st_fields(payload)

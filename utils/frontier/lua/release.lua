@@ -11,6 +11,7 @@
 --! include domain_sets
 --! include wake
 --! include crawl_counts
+--! include app_limits
 
 local NF = 6
 local state_ttl = tonumber(ARGV[1])
@@ -26,6 +27,7 @@ for i = 2, #ARGV, NF do
     touched[d] = true
     redis.call('ZADD', K.queue(sid, d), score, m)
     cc_moved(K.crawl_progress(sid, appid, crawlid), 'inflight', 'queued', state_ttl)
+    al_settled(sid, appid, 1)
     out[#out + 1] = 'released'
   else
     out[#out + 1] = 'unknown'

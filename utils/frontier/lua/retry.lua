@@ -17,6 +17,7 @@
 --! include domain_sets
 --! include crawl_counts
 --! include stored
+--! include app_limits
 
 local NF = 10
 local state_ttl = tonumber(ARGV[1])
@@ -43,9 +44,10 @@ for i = 2, #ARGV, NF do
   if redis.call('ZREM', K.inflight(sid), entry) == 1 then
     local profile = ARGV[i + 9]
     if profile ~= '' then payload = st_profile_id(sid, appid, crawlid, profile) .. payload end
-    st_put(sid, appid, crawlid, d, string.sub(m, 1, 16), payload)
+    st_put(sid, appid, crawlid, d, qm_field(m), payload)
     redis.call('ZADD', K.delayed(sid), now + delay, entry)
     cc_moved(K.crawl_progress(sid, appid, crawlid), 'inflight', 'retrying', state_ttl, t[1])
+    al_settled(sid, appid, 1)
     out[#out + 1] = 'delayed'
   else
     out[#out + 1] = 'unknown'

@@ -65,7 +65,7 @@ for g, group in ipairs(groups) do
     if b and (s > b[1] or (s == b[1] and m >= b[2])) then break end
     redis.call('ZADD', queue, ARGV[j], m)
     local crawl = cc_crawl(cc, m)
-    if crawl then st_put(sid, crawl.appid, crawl.crawlid, d, string.sub(m, 1, 16), ARGV[j + 2]) end
+    if crawl then st_put(sid, crawl.appid, crawl.crawlid, d, qm_field(m), ARGV[j + 2]) end
     rows[#rows + 1] = {d, m}
     moved = moved + 1
   end

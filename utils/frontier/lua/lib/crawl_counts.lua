@@ -3,7 +3,7 @@
 --
 -- cc_new(sid) -> a tally `cc` for one call of the spider `sid` (holds what it learnt: crawl names
 --   read, counts not written yet); every other function takes it explicitly.
--- cc_crawl(cc, m) -> the crawl of the queue member `m` (its code, after the 16-digit id, names
+-- cc_crawl(cc, m) -> the crawl of the queue member `m` (its code, after its field (lib/member.lua), names
 --   it in <sid>:crawl_names), as {name = `<appid>\t<crawlid>`, appid, crawlid, progress = its
 --   counters hash}; nil when the crawl is gone. Reads <sid>:crawl_names once a code.
 -- cc_count(cc, crawl, field, n): add n to the crawl's counter `field` (in memory).
@@ -13,13 +13,14 @@
 --   not stamped); the hash lives `ttl` s more (the per-request scripts: retry, release).
 
 --! include keys
+--! include member
 
 local function cc_new(sid)
   return {sid = sid, crawls = {}, counts = {}}
 end
 
 local function cc_crawl(cc, m)
-  local code = string.sub(m, 17)
+  local code = qm_code(m)
   local crawl = cc.crawls[code]
   if crawl == nil then
     crawl = false

@@ -97,6 +97,12 @@ local function ds_enter(sid, d, score, at, now, state)
   ds_list_class(sid, score, at, now)
 end
 
+-- A domain's queue emptied: its crawls start level again (lib/fair.lua), unless part of its queue is
+-- on disk (lib/tier.lua), whose requests new ones must still come after.
+local function ds_fair_reset(sid, d)
+  if redis.call('HEXISTS', K.tier_tails(sid), d) == 0 then redis.call('DEL', K.fair(sid, d)) end
+end
+
 -- Where the domain's queue says it belongs: out of the line when empty; else in the line at its
 -- best score. A domain already in line there keeps its place; one whose best score changed moves
 -- to its new class, due when it was due (or now, if that was earlier).
@@ -105,6 +111,7 @@ local function ds_place(sid, d, now)
   if #h == 0 then
     ds_leave(sid, d)
     redis.call('ZREM', K.heads(sid), d)
+    ds_fair_reset(sid, d)
     return
   end
   local score = tonumber(h[2])

@@ -21,7 +21,7 @@ local function rt_promote_due(sid, cc, now, most)
     local tab = string.find(entry, '\t', 1, true)
     local d, m = string.sub(entry, 1, tab - 1), string.sub(entry, tab + 1)
     local crawl = cc_crawl(cc, m)
-    local payload = crawl and st_get(sid, crawl.appid, crawl.crawlid, d, string.sub(m, 1, 16))
+    local payload = crawl and st_get(sid, crawl.appid, crawl.crawlid, d, qm_field(m))
     if payload then
       local _, priority = st_fields(payload)
       touched[d] = true

@@ -3,7 +3,7 @@
 --
 -- A stored request is `<profile id> <curdepth> <priority> <attempt> <url>[\t<JSON of the rest>]`, or
 -- an older Shoal's JSON object (opens with `{`). Its hash is K.crawl_requests(sid, appid, crawlid, d),
--- field the request id (16 hex digits, the queue member without its crawl code).
+-- field the queue member without its crawl code (lib/member.lua).
 --
 -- st_put(sid, appid, crawlid, d, id, payload): store it; the domain joins the crawl's index.
 -- st_get(sid, appid, crawlid, d, id) -> the stored request or false.
@@ -14,6 +14,7 @@
 -- st_with_attempt(payload, n) -> the payload with its attempt set to n.
 
 --! include keys
+--! include member
 
 local function st_put(sid, appid, crawlid, d, id, payload)
   redis.call('HSET', K.crawl_requests(sid, appid, crawlid, d), id, payload)

@@ -6,7 +6,7 @@
 -- window comes before every request in its tail, so a request joins the tail when it is no better
 -- than its window's worst while the tail is not empty, and a full window's worst moves to the tail.
 -- A move is one atomic step of a script: a request is in exactly one tier at any time. Members are
--- opaque to the tier but for their 16-digit id and crawl code (the split crawl_counts.lua uses).
+-- opaque to the tier but for their requests-hash field and crawl code (lib/member.lua).
 --
 -- tr_admit(sid, d, queue, m, score, payload, window): after member `m` joined `queue`, before its
 --   payload is stored, keep the window's rule; true when `m` itself went to the tail.
@@ -15,6 +15,7 @@
 --   (`dry`: the figure the tier must keep at 0).
 
 --! include keys
+--! include member
 --! include stored
 --! include crawl_counts
 
@@ -24,7 +25,7 @@ local tr_window_set = false  -- the window is written into the tier's state once
 
 -- Put member `m` (score `score`, stored request `payload`) of domain `d` into the spill stream.
 local function tr_spill_as(sid, d, m, score, payload, window)
-  redis.call('XADD', K.tier_spill(sid), '*', 'd', d, 's', score, 'm', m, 'c', string.sub(m, 17), 'p', payload)
+  redis.call('XADD', K.tier_spill(sid), '*', 'd', d, 's', score, 'm', m, 'c', qm_code(m), 'p', payload)
   redis.call('HINCRBY', K.tier_tails(sid), d, 1)
   local state = K.tier_state(sid)
   redis.call('HINCRBY', state, 'spilled', 1)
@@ -39,7 +40,7 @@ end
 local function tr_spill(sid, d, queue, m, window)
   local score = redis.call('ZSCORE', queue, m)
   local crawl = cc_crawl(cc_new(sid), m)
-  local id = string.sub(m, 1, 16)
+  local id = qm_field(m)
   local payload = crawl and st_get(sid, crawl.appid, crawl.crawlid, d, id) or ''
   redis.call('ZREM', queue, m)
   if crawl then st_drop(sid, crawl.appid, crawl.crawlid, d, id) end

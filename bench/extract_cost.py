@@ -43,7 +43,7 @@ def tree_cpu_seconds(pid: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=base.DEMO["pages_per_host"], help="pages per host")
-    parser.add_argument("--workers", type=int, default=1, help="EXTRACT_WORKERS")
+    parser.add_argument("--workers", type=int, default=2, help="EXTRACT_WORKERS (its default)")
     args = parser.parse_args(argv)
     base.DEMO["pages_per_host"] = args.pages
     shape = {"port": free_port(), "site": "demo", "pages": args.pages, "wide_hosts": 0, "wide_pages": 0,

@@ -9,7 +9,8 @@ copied into this repository.
 
 Three runs on the same files:
   1. `trafilatura.extract(html)` with its defaults: the extractor alone, as a user would call it;
-  2. Shoal's extraction function (utils/extract/content.py) in this process;
+  2. Shoal's extraction function (utils/extract/content.py) in this process, for `["text"]` and
+     for `["text", "markdown"]` (one trafilatura pass with links, the text read from it unlinked);
   3. a real crawl: the pages served from 127.0.0.1, fetched by one `shoal crawl` process with
      `"extract": ["text"]`, the text read back from the firehose (what survives the transit:
      decoding, the worker pool, the Kafka message).
@@ -117,11 +118,12 @@ def alone(pages: dict[str, tuple[bytes, str]]) -> tuple[dict[str, str], float]:
     return out, time.process_time() - started
 
 
-def shoal_function(pages: dict[str, tuple[bytes, str]]) -> tuple[dict[str, str], float]:
+def shoal_function(pages: dict[str, tuple[bytes, str]], kinds: tuple[str, ...] = ("text",)
+                   ) -> tuple[dict[str, str], float]:  # fmt: skip
     from utils.extract.content import extract
 
     started = time.process_time()
-    out = {key: extract(html.decode("utf-8"), f"http://{HOST}/{key}.html", ("text",), False)["text"]
+    out = {key: extract(html.decode("utf-8"), f"http://{HOST}/{key}.html", kinds, False)["text"]
            for key, (html, _) in pages.items()}  # fmt: skip
     return out, time.process_time() - started
 
@@ -182,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     figures["trafilatura_alone"] = {**summary(truths, out), "cpu_ms_per_page": round(1000 * cpu / len(pages), 1)}
     out, cpu = shoal_function(pages)
     figures["shoal_function"] = {**summary(truths, out), "cpu_ms_per_page": round(1000 * cpu / len(pages), 1)}
+    out, cpu = shoal_function(pages, ("text", "markdown"))  # the text of a crawl that also asks for Markdown
+    figures["shoal_function_text_markdown"] = {**summary(truths, out),
+                                               "cpu_ms_per_page": round(1000 * cpu / len(pages), 1)}  # fmt: skip
     checks = {}
     if not args.no_crawl:
         out, run = crawled(pages)

@@ -39,6 +39,7 @@ class Dispatcher:
         self.source = source
         self._names = {id(p): stat_name(p) for p in plugins}
         self._matcher: Matcher[Any] = Matcher([(p, schema_source(p)) for p in plugins])
+        self._early = [p for p in plugins if callable(getattr(p, "refuse_early", None))]
 
     @property
     def stat_names(self) -> list[str]:
@@ -79,6 +80,10 @@ class Dispatcher:
         self._reject(batch, raw, _origin(record), message, cause)
 
     def _dispatch(self, record: ConsumerRecord, parsed: Any, batch: Batch) -> None:
+        for plugin in self._early:  # e.g. a flood over its quota: answered before any schema
+            if plugin.refuse_early(parsed, batch):
+                batch.count(self._names[id(plugin)])
+                return
         origin = Origin(record.topic, record.partition, record.offset,
                         message_fingerprint(record.timestamp, record.key, record.value))  # fmt: skip
         plugin, message = self._matcher.match(parsed)

@@ -27,3 +27,11 @@ class Handler(Protocol):
 def stat_name(plugin: Any) -> str:
     """The name a plugin's stats are kept under: `stat_name`, else its class name (Scrapy Cluster's)."""
     return str(getattr(plugin, "stat_name", None) or type(plugin).__name__)
+
+
+class EarlyRefusal(Protocol):
+    """Optional: a plugin that can refuse a message before any schema checks it (a flood over its
+    quota); it answers the message itself and returns True, else returns False and changes nothing."""
+
+    def refuse_early(self, message: Any, batch: Batch) -> bool:
+        """Whether the message was refused and answered."""

@@ -18,8 +18,10 @@ from utils.frontier import NewRequest, crawl_request, keys
 from utils.frontier.fingerprint import PLAIN_URL
 from utils.frontier.revisit_policy import check_pages_regex
 from utils.schemas.answers import server_time
+from utils.schemas.matching import fields_checker
 
 SCHEMES = ("http://", "https://")  # the only URLs a crawl may fetch (the schema says so too)
+NAMING = ("appid", "crawlid", "spiderid", "uuid")  # what a refusal's answer names, checked before it is sent
 
 
 class CrawlRequest(TypedDict, total=False):
@@ -79,6 +81,7 @@ class CrawlHandler:
         self.gate = gate  # None = no quota (tests of other concerns)
         self._batch: Batch | None = None  # the batch the gate counts for
         self._refusals: dict[tuple[str, str, str], dict[str, Any]] = {}  # this batch's answer per crawl (no uuid)
+        self._named: dict[tuple[str, str, str | None], dict[str, Any]] = {}  # this batch's checked names (no uuid)
 
     @classmethod
     def from_settings(cls, settings: Settings, **_: Any) -> CrawlHandler:
@@ -123,13 +126,55 @@ class CrawlHandler:
             batch.acknowledge(self._acknowledgement(message))
         batch.log(self.event, message)
 
+    def refuse_early(self, message: Any, batch: Batch) -> bool:
+        """A crawl request of an app over its quota, answered before the schema reads the rest of it:
+        a flood costs a dict lookup and the check of the fields its answer names (the request is
+        refused whatever the rest holds). False, and nothing counted, for any other message."""
+        if self.gate is None or type(message) is not dict or "url" not in message:
+            return False
+        appid = message.get("appid")
+        if type(appid) is not str:
+            return False
+        self._begin(batch)
+        refusal = self.gate.over(appid)
+        if refusal is None:
+            return False
+        named = self._naming(message, appid)
+        if named is None:
+            return False  # refused by the whole schema instead, like any invalid request
+        self.gate.refuse(refusal)
+        self._refuse(named, refusal, batch)
+        return True
+
+    def _naming(self, message: dict[str, Any], appid: str) -> dict[str, Any] | None:
+        """The fields a refusal names, as the schema checks them (None when it refuses them): once per
+        crawl and batch for requests without a uuid, whose answer is one per crawl and batch."""
+        crawlid, spiderid = message.get("crawlid"), message.get("spiderid")
+        key = None
+        if "uuid" not in message and type(crawlid) is str and (spiderid is None or type(spiderid) is str):
+            key = (appid, crawlid, spiderid)
+            named = self._named.get(key)
+            if named is not None:
+                return named
+        try:
+            named = fields_checker(self.schema, NAMING)(message)
+        except InvalidMessage:
+            return None
+        if key is not None:
+            self._named[key] = named
+        return named
+
     def _over_quota(self, appid: str, batch: Batch) -> Refusal | None:
         if self.gate is None:
             return None
-        if batch is not self._batch:
-            self.gate.new_batch()
-            self._batch, self._refusals = batch, {}
+        self._begin(batch)
         return self.gate.admit(appid)
+
+    def _begin(self, batch: Batch) -> None:
+        """The gate counts per batch: a new batch adds the last one's admissions to the shared figure."""
+        if batch is not self._batch and self.gate is not None:
+            self.gate.new_batch()
+            self._batch, self._refusals, self._named = batch, {}, {}
 
     def _refuse(self, message: dict[str, Any], refusal: Refusal, batch: Batch) -> None:
         """Answered, never queued: with a uuid each request has its answer; without, one answer per

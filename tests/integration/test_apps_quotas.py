@@ -10,13 +10,16 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from kafka_monitor.batch import Batch
 from kafka_monitor.monitor import KafkaMonitor
+from kafka_monitor.plugins.crawl import CrawlHandler
 from redis_monitor.monitor import RedisMonitor
 from tests.integration.test_kafka_monitor import drain, feed
 from tests.integration.test_rest_helpers import write_progress
 from tests.support.cluster import TestCluster
 from tests.support.frontier_keys import progress_hash
 from tests.support.services import wait_until
+from tests.unit.test_kafka_monitor_dispatch import dispatcher, records
 from utils.apps import api_keys, mirror
 from utils.apps.gate import QuotaGate
 from utils.apps.metrics import AppsCollector
@@ -139,6 +142,28 @@ def test_the_gate_counts_a_batch_in_memory_and_adds_it_when_the_next_begins(redi
     assert (refusal.quota, refusal.limit, refusal.used) == ("max_queued", 3, 3)
     assert "max_queued" in refusal.cause
     assert gate.check("news") is not None
+
+
+def test_a_flood_over_its_quota_is_refused_on_the_fields_that_name_it_before_any_schema(redis_db: Any) -> None:
+    mirror.write(redis_db, Quotas.parse("apps: {flood: {max_queued: 2}}"))
+    redis_db.hset(keys.APPS_QUEUED, "flood", 2)
+    routes = dispatcher()
+    (handler,) = [p for p in routes.plugins if isinstance(p, CrawlHandler)]
+    handler.gate = QuotaGate(redis_db)
+    flood = [crawl("flood", i) for i in range(3)]
+    odd = crawl("flood", 3, uuid="f3", priority=500, bogus=True)  # refused whatever the rest of it holds
+    unnamed = crawl("flood", 4, crawlid="not a crawl id")  # its answer could not name it: the schema answers
+    batch = routes.process(records(*flood, odd, unnamed, crawl("steady", 5)), Batch())
+
+    assert [r.appid for r in batch.requests] == ["steady"]
+    counted, by_uuid, invalid = batch.answers
+    assert (counted["status"], counted["quota"], counted["count"], counted["spiderid"]) == ("refused", "max_queued",
+                                                                                             3, "link")  # fmt: skip
+    assert "uuid" not in counted
+    assert (by_uuid["uuid"], by_uuid["status"], by_uuid["quota"], by_uuid["used"]) == ("f3", "refused", "max_queued", 2)
+    assert (invalid["action"], invalid["error"]["message"]) == ("error", "Did not find schema to validate request")
+    assert len(batch.dead_letters) == 1
+    assert batch.handled == {"ScraperHandler": 5}
 
 
 def test_the_refresh_sums_each_apps_crawls_and_sets_the_exact_figure(redis_db: Any) -> None:

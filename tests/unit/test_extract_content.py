@@ -3,9 +3,14 @@ pool that bounds each page in time and memory."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from pathlib import Path
+from typing import Any
 
 import pytest
+import trafilatura
 
 from utils.demosite.duplicates import article
 from utils.extract.content import extract
@@ -13,6 +18,7 @@ from utils.extract.pool import ExtractionPool, Job, Result
 from utils.extract.simhash import as_hex, distance, simhash
 from utils.frontier.near_duplicates import band_values
 
+ROOT = Path(__file__).resolve().parents[2]
 ARTICLE = " ".join(f"Paragraph {i} of the story tells how the river {i} carried the boats downstream."
                    for i in range(40))
 PAGE = f"""<!doctype html><html lang="fr"><head><title>River boats</title>
@@ -57,6 +63,33 @@ def test_metadata_carries_title_language_dates_authors_canonical_and_structured_
     assert meta["description"] == "How rivers carry boats"
     assert meta["json_ld"][0]["@type"] == "NewsArticle"
     assert meta["opengraph"]["og:title"] == "River boats"
+
+
+def test_text_and_markdown_come_from_one_trafilatura_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[bool] = []
+    real = trafilatura.bare_extraction
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs["options"].links)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trafilatura, "bare_extraction", counted)
+    fields = extract(PAGE, "https://news.example/rivers/boats", ("text", "markdown"), True)
+    assert calls == [True]  # one pass, links kept for the Markdown
+    assert "[the follow-up story](https://news.example/more)" in fields["markdown"]
+    assert "See the follow-up story for more." in fields["text"]  # the link's words, not its target
+    assert "https://" not in fields["text"]
+    extract(PAGE, "https://news.example/rivers/boats", ("text",), False)
+    assert calls == [True, False]
+
+
+def test_structured_data_is_read_only_for_a_page_that_asks_for_metadata() -> None:
+    """extruct is imported with the first page that asks for metadata, never for text and Markdown."""
+    code = ("import sys; from utils.extract.content import extract; from tests.unit.test_extract_content import PAGE\n"
+            "extract(PAGE, 'https://news.example/', ('text', 'markdown'), True); print('extruct' in sys.modules)\n"
+            "extract(PAGE, 'https://news.example/', ('metadata',), False); print('extruct' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.split() == ["False", "True"]
 
 
 def test_only_the_kinds_asked_for_are_returned() -> None:
@@ -105,5 +138,41 @@ def test_pool_answers_a_stalled_or_oversized_page_with_a_failure_and_goes_on() -
         again = _run(pool, Job(PAGE, "https://news.example/", ("text",), False))
         assert again.error is None
         assert "Paragraph 39" in again.fields["text"]
+    finally:
+        pool.close()
+
+
+@pytest.mark.timeout(300)
+def test_pages_sent_behind_a_page_that_took_its_worker_down_go_to_the_next_worker() -> None:
+    """Pages go to a worker ahead of its answers: when the oldest one times out, its worker is replaced
+    and the pages sent behind it are extracted by the new one, each answered once."""
+    pool = ExtractionPool(workers=1, seconds=20.0, memory=1024 * 1024 * 1024)
+    waiting, release = threading.Event(), threading.Event()
+    got: dict[str, Result] = {}
+    done = threading.Event()
+    pages = [Job(PAGE, f"https://news.example/{i}", ("text",), False) for i in range(7)]
+
+    def answered(job: Job) -> Any:
+        def record(result: Result) -> None:
+            assert job.url not in got
+            got[job.url] = result
+            pool.seconds = 20.0  # only the first page (sent with the others behind it) times out
+            if len(got) == len(pages):
+                done.set()
+
+        return record
+
+    try:
+        pool.submit(Job(PAGE, "https://news.example/warm", ("text",), False),
+                    lambda _: (waiting.set(), release.wait(60)))  # fmt: skip
+        for job in pages:  # queued while the dispatcher waits in the warm-up's callback: sent together
+            pool.submit(job, answered(job))
+        assert waiting.wait(120)
+        pool.seconds = 1e-6
+        release.set()
+        assert done.wait(120)
+        assert got[pages[0].url].error == "timeout"
+        assert pool.replaced == 1
+        assert all(got[job.url].error is None and "Paragraph 39" in got[job.url].fields["text"] for job in pages[1:])
     finally:
         pool.close()

@@ -51,11 +51,12 @@ class QuotaGate:
         self.client = client
         self._seen: dict[str, tuple[int | None, int]] = {}  # app -> (its max_queued, its usage) read in this batch
         self._admitted: dict[str, int] = {}  # app -> requests admitted in this batch
+        self._over: dict[str, Refusal] = {}  # app -> its refusal, once over its quota in this batch
         self._refused: dict[tuple[str, str], int] = {}  # (app, quota) -> refused in this batch
 
     def new_batch(self) -> None:
         """Add what the last batch admitted to the shared figure; forget what was read."""
-        admitted, self._admitted, self._seen = self._admitted, {}, {}
+        admitted, self._admitted, self._seen, self._over = self._admitted, {}, {}, {}
         for (appid, quota), n in self._refused.items():
             record_quota_refusals(appid, quota, n)
         self._refused = {}
@@ -71,18 +72,35 @@ class QuotaGate:
 
     def admit(self, appid: str) -> Refusal | None:
         """None and the request counted, or the quota it is over (the request must not be queued)."""
+        refusal = self.over(appid)
+        if refusal is not None:
+            self.refuse(refusal)
+            return refusal
+        self._admitted[appid] = self._admitted.get(appid, 0) + 1
+        return None
+
+    def over(self, appid: str) -> Refusal | None:
+        """The quota the app is over in this batch, counting nothing. Once over, an app stays over
+        until the batch ends (nothing more of it is admitted): a flood costs a dict lookup per request."""
+        refusal = self._over.get(appid)
+        if refusal is not None:
+            return refusal
         seen = self._seen.get(appid)
         if seen is None:
             seen = self._seen[appid] = self._read(appid)
         limit, used = seen
         if limit is None:
             return None
-        admitted = self._admitted.get(appid, 0)
-        if used + admitted >= limit:
-            self._refused[(appid, "max_queued")] = self._refused.get((appid, "max_queued"), 0) + 1
-            return Refusal(appid, "max_queued", limit, used + admitted)
-        self._admitted[appid] = admitted + 1
-        return None
+        used += self._admitted.get(appid, 0)
+        if used < limit:
+            return None
+        refusal = self._over[appid] = Refusal(appid, "max_queued", limit, used)
+        return refusal
+
+    def refuse(self, refusal: Refusal) -> None:
+        """Count one request refused (the batch's figure goes to the metrics when the next begins)."""
+        key = (refusal.appid, refusal.quota)
+        self._refused[key] = self._refused.get(key, 0) + 1
 
     def check(self, appid: str) -> Refusal | None:
         """The quota the app is over now, if any, counting nothing (the REST gateway's early answer)."""

@@ -140,7 +140,7 @@ RESPONSE_HEADERS_BYTES_MAX = 256 * 1024  # bytes; most bytes of header names and
 
 # --- Extraction and near-duplicates (a crawl's `extract` and `near_duplicates`; docs/how-to/search-index.md) ---
 EXTRACT_DEFAULT: list[str] = []  # list of "text", "markdown", "metadata"; what every crawl extracts unasked
-EXTRACT_WORKERS = 1  # processes per crawler; extraction workers, started on the first page of a crawl that asks
+EXTRACT_WORKERS = 2  # processes per crawler; extraction workers, started on the first page of a crawl that asks
 EXTRACT_SECONDS_MAX = 10.0  # seconds; most time one page's extraction takes (its worker is killed and replaced)
 EXTRACT_MEMORY_MAX = 1024  # MiB; address space of one extraction worker (a page past it fails alone, flagged)
 EXTRACT_BYTES_MAX = 8 * 1024 * 1024  # characters; most of a page handed to the extractor (the rest cut, flagged)

@@ -59,6 +59,27 @@ def checker(name: str) -> Check:
     return check
 
 
+@cache
+def fields_checker(name: str, fields: tuple[str, ...]) -> Check:
+    """`checker` for `fields` of schema `name` only (their rules, required ones required, defaults
+    filled); the message's other fields are neither checked nor copied into the result."""
+    schema = definition(name)
+    properties = {field: schema["properties"][field] for field in fields}
+    required = [field for field in schema.get("required", ()) if field in fields]
+    part = {"type": "object", "properties": properties, "required": required}
+    compiled = fastjsonschema.compile(part, use_default=True)
+    kind = Path(name).stem if name.endswith(".json") else name
+
+    def check(message: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = compiled({field: message[field] for field in fields if field in message})
+        except fastjsonschema.JsonSchemaValueException as exc:
+            raise InvalidMessage(f"invalid {kind} request", cause=describe(exc)) from None
+        return result
+
+    return check
+
+
 def describe(exc: fastjsonschema.JsonSchemaValueException) -> str:
     """`priority: data.priority must be smaller than or equal to 100`: field first, then rule."""
     path = ".".join(str(p) for p in (exc.path or [])[1:])

@@ -2,13 +2,14 @@
 with revisits on, to show leaks that only time shows (memory, file descriptors, Redis keys, consumer
 state, tables).
 
-The site is utils/demosite/broad.py's: a hub linking HOSTS hosts of PAGES pages (2,000,000 pages
-over 20,000 hosts by default, addresses in 127.1.0.0/16, served by a process of its own). Two
-crawlers, a redis monitor, a kafka monitor, a sink into a private PostgreSQL and a revisit process
-run on private services. The crawl is throttle-bound, not CPU-bound: one fetch per host every
---window seconds (QUEUE_HITS 1, moderated), so the node's rate is HOSTS / window pages/s, well below
-what two loaded cores can fetch, and a fall in pages/s is the node's, not the neighbours'. Host
-index pages are revisited (the crawl's `revisit` policy, ahead of new pages).
+The site is utils/demosite/broad.py's: HOSTS hosts of PAGES pages (2,000,000 pages over 20,000
+hosts by default, addresses in 127.1.0.0/16, served by processes of their own). Two crawlers, a
+redis monitor, a kafka monitor, a sink into a private PostgreSQL and a revisit process run on
+private services. The crawl is throttle-bound, not CPU-bound: one fetch per host every --window
+seconds (QUEUE_HITS 1, moderated), and the host indexes are seeded evenly over the first window, so
+the node's rate is HOSTS / window pages/s from the start, well below what two loaded cores can
+fetch: a fall in pages/s is the node's, not the neighbours'. Host indexes are revisited (the
+crawl's `revisit` policy, ahead of new pages).
 Every --report-every seconds (300 by default) one line: pages/s since the last line, load average,
 RSS and open fds of every process (components and services), Redis used_memory and key count,
 queued requests, the kafka monitor's and the sink's consumer lag, PostgreSQL table sizes.
@@ -16,7 +17,7 @@ At the end the targets: pages/s of the last 30 minutes >= 0.95 x the first 30 af
 every process's RSS and fds within +10 % of their value at minute 30; Redis memory per queued
 request within +10 % of minute 30's; no ERROR or CRITICAL log line that is not about the site
 (for runs shorter than an hour the halves of the run after the first report stand in for those windows).
-Run: `python -m bench.soak [--minutes 120] [--hosts 20000] [--pages 100] [--window 900] [--report-every 300]`.
+Run: `python -m bench.soak [--minutes 120] [--hosts 20000] [--pages 100] [--window 4800] [--report-every 300]`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import multiprocessing
 import os
 import resource
 import shutil
+import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -170,7 +173,7 @@ def log_errors(cluster: TestCluster) -> list[str]:
     return found
 
 
-def soak(cluster: TestCluster, postgres: Postgres, hub: str, minutes: float, every: float) -> list[dict[str, Any]]:
+def soak(cluster: TestCluster, postgres: Postgres, port: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     sink_settings(cluster, postgres, SCHEMA)
     for role in ("redis-monitor", "kafka-monitor", "sink", "revisit"):
         cluster.start(role)
@@ -181,16 +184,26 @@ def soak(cluster: TestCluster, postgres: Postgres, hub: str, minutes: float, eve
     client.config_set("maxmemory", REDIS_MAXMEMORY)  # ~2,000,000 requests queued once every host index is in
     wait_until(lambda: live_processes(client, "sink", 60), 120, message="no sink heartbeat")
     lag = GroupLagCollector.from_settings(cluster.settings)
-    seed(cluster, hub, crawlid=CRAWLID, maxdepth=2, revisit=REVISIT)
+    indexes = [f"http://{host_address(i)}:{port}/" for i in range(args.hosts)]
     began = time.monotonic()
+    seeded = 0
     samples = [sample(cluster, postgres, client, lag)]
-    while time.monotonic() - began < minutes * 60:
-        time.sleep(min(every, max(minutes * 60 - (time.monotonic() - began), 0.1)))
-        samples.append(sample(cluster, postgres, client, lag))
-        print(report(samples[-2], samples[-1], began), flush=True)
-        dead = [c.name for c in cluster.components if not c.alive()]
-        if dead:
-            raise RuntimeError(f"processes died: {dead}")
+    while time.monotonic() - began < args.minutes * 60:
+        elapsed = time.monotonic() - began
+        # Host indexes are seeded evenly over the first throttle window, so each host's fetches keep
+        # their own phase and the node's rate is hosts / window from the start (all at once, every
+        # host's first fetch would be free and the start a CPU-bound burst, then a lull).
+        due = min(len(indexes), int(len(indexes) * elapsed / args.window) + 1)
+        for url in indexes[seeded:due]:
+            seed(cluster, url, crawlid=CRAWLID, maxdepth=1, revisit=REVISIT)
+        seeded = due
+        if elapsed >= len(samples) * args.report_every:
+            samples.append(sample(cluster, postgres, client, lag))
+            print(report(samples[-2], samples[-1], began), flush=True)
+            dead = [c.name for c in cluster.components if not c.alive()]
+            if dead:
+                raise RuntimeError(f"processes died: {dead}")
+        time.sleep(1.0)
     return samples
 
 
@@ -199,10 +212,13 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=120)
     parser.add_argument("--hosts", type=int, default=20000)
     parser.add_argument("--pages", type=int, default=100, help="pages per host, its index included")
-    parser.add_argument("--window", type=int, default=900, help="seconds between two fetches of one host")
+    parser.add_argument("--window", type=int, default=4800, help="seconds between two fetches of one host")
     parser.add_argument("--report-every", type=float, default=300, help="seconds between report lines")
     parser.add_argument("--keep-logs", type=Path, help="copy the components' logs here at the end")
     args = parser.parse_args()
+    # SIGTERM (a run stopped early; background jobs ignore SIGINT) ends it through the `finally`s below,
+    # which stop the components, the services and the site servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # inherited by every process started below
     port = free_port()
@@ -221,7 +237,7 @@ def main() -> int:
             try:
                 last = host_address(args.hosts - 1)
                 wait_until(lambda: port_in_use(HUB, port) and port_in_use(last, port), timeout=1200)
-                samples = soak(cluster, postgres, f"http://{HUB}:{port}/", args.minutes, args.report_every)
+                samples = soak(cluster, postgres, port, args)
             finally:
                 for server in servers:
                     server.terminate()

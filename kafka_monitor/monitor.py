@@ -111,7 +111,7 @@ class KafkaMonitor:
         self._unassigned_since: float | None = time.monotonic()  # no partition yet: the group is joining
         self._in_flight: InFlight | None = None
         self._lag_at = 0.0  # monotonic time of the last consumer-lag update
-        self.kafka_watch = CoordinatorWatch(settings.get_int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS") / 1000)
+        self.kafka_watch = CoordinatorWatch(settings.get_int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS") / 2000)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KafkaMonitor:

@@ -67,7 +67,7 @@ class Sink:
         self.written = Written()  # totals since start, for the log and the tests
         self.dead_lettered = 0  # messages sent to the dead-letter topic since start
         self._lag_at = 0.0
-        self.kafka_watch = CoordinatorWatch(settings.get_int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS") / 1000)
+        self.kafka_watch = CoordinatorWatch(settings.get_int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS") / 2000)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Sink:

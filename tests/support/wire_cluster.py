@@ -153,7 +153,7 @@ class Pipeline:
     def feed(self, crawlid: str, seeds: list[str] | None = None, **fields: Any) -> None:
         """Feed a crawl of the site (its own appid, so its sink rows are its own) from `seeds`."""
         seeds = seeds or self.site.seed_urls()
-        self.crawls[crawlid] = set(self.site.reachable(seeds, self.maxdepth, deny_extensions=()))
+        self.crawls[crawlid] = set(self.site.reachable(seeds, self.maxdepth, deny_extensions=(), obey_robots=False))
         base = {"appid": crawlid, "crawlid": crawlid, "maxdepth": self.maxdepth, "deny_extensions": [], **fields}
         feed(self.cluster.settings.get_list("KAFKA_HOSTS")[0], self.cluster.settings.incoming_topic,
              [{**base, "url": url} for url in seeds])  # fmt: skip

@@ -93,10 +93,11 @@ def test_a_stalled_postgresql_fails_the_batch_at_the_deadline_and_nothing_is_los
                   SINK_POSTGRES_OPERATION_TIMEOUT=2)  # fmt: skip
     caplog.set_level("INFO", logger="sink")
     sink = RunningSink(plain_cluster)
-    stalled = _server_processes(own_postgres)
+    stalled: list[psutil.Process] = []
     try:
         _send(plain_cluster, _pages(0, 100))
         wait_count(own_postgres, pg_schema, "crawl_log", 100)
+        stalled = _server_processes(own_postgres)  # now: the sink's backend is among them
         for process in stalled:
             process.suspend()  # SIGSTOP: the sockets stay open, nothing answers
         _send(plain_cluster, _pages(100, 100))

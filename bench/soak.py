@@ -1,75 +1,141 @@
 """A soak run (run by hand, not in `make bench`): one node crawling a generated broad site for hours,
-to show leaks that only time shows (memory, file descriptors, Redis keys).
+with revisits on, to show leaks that only time shows (memory, file descriptors, Redis keys, consumer
+state, tables).
 
-The site is utils/demosite/broad.py's: a hub linking HOSTS hosts of PAGES pages (2,000,000 pages
-over 20,000 hosts by default, addresses in 127.1.0.0/16, served by a process of its own). Two
-crawlers, a redis monitor and a kafka monitor run on private services. Every --report-every
-seconds (300 by default) one line: pages/s since the last line, RSS and open fds of every process
-(components and services), Redis used_memory and key count.
+The site is utils/demosite/broad.py's: HOSTS hosts of PAGES pages (2,000,000 pages over 20,000
+hosts by default, addresses in 127.1.0.0/16, served by processes of their own). Two crawlers, a
+redis monitor, a kafka monitor, a sink into a private PostgreSQL and a revisit process run on
+private services. The crawl is throttle-bound, not CPU-bound: one fetch per host every --window
+seconds (QUEUE_HITS 1, moderated), and the host indexes are seeded evenly over the first window, so
+the node's rate is HOSTS / window pages/s from the start, well below what two loaded cores can
+fetch: a fall in pages/s is the node's, not the neighbours'. Host indexes are revisited (the
+crawl's `revisit` policy, ahead of new pages).
+Every --report-every seconds (300 by default) one line: pages/s since the last line, load average,
+RSS and open fds of every process (components and services), Redis used_memory and key count,
+queued requests, the kafka monitor's and the sink's consumer lag, PostgreSQL table sizes.
 At the end the targets: pages/s of the last 30 minutes >= 0.95 x the first 30 after warm-up;
-every process's RSS and fds within +10 % of their value at minute 30; (for runs shorter than an
-hour the halves of the run after the first report stand in for those windows).
-Run: `python -m bench.soak [--minutes 120] [--hosts 20000] [--pages 100] [--report-every 300]`.
-Not measured yet: revisits (needs the sink and PostgreSQL), Kafka consumer lag, table sizes.
+every process's RSS and fds within +10 % of their value at minute 30; Redis memory per queued
+request within +10 % of minute 30's; no ERROR or CRITICAL log line that is not about the site
+(for runs shorter than an hour the halves of the run after the first report stand in for those windows).
+Run: `python -m bench.soak [--minutes 120] [--hosts 20000] [--pages 100] [--window 4800] [--report-every 300]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import math
 import multiprocessing
+import os
+import resource
+import shutil
+import signal
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
 
-from bench.broad_crawl import serve
 from bench.common import bench_cluster, print_checks, write_result
 from tests.e2e.test_crawler_helpers import crawler_started, seed
 from tests.support.cluster import TestCluster
+from tests.support.postgres import Postgres, start_postgres
 from tests.support.services import wait_until
+from tests.support.sink import sink_settings
 from utils.config.clients import redis_client
-from utils.demosite.broad import HUB
+from utils.demosite import SiteServer
+from utils.demosite.broad import HUB, broad_site, host_address
 from utils.frontier import progress
 from utils.frontier.progress import CrawlRef
+from utils.observability.metrics.group_lag import GroupLagCollector
+from utils.observability.stats import live_processes
 from utils.services import free_port
 from utils.services.process import port_in_use
 
 MIB = 1024 * 1024
 CRAWLID = "soak"
-GROWTH = 1.10  # the most RSS and fds may grow from the reference minute
+SCHEMA = "soak"
+GROWTH = 1.10  # the most RSS, fds and Redis bytes per queued request may grow from the reference minute
+REDIS_MAXMEMORY = "6gb"
+HOSTS_PER_SERVER = 5000  # one listening socket per host and one per crawler connection, under 20,000 open files
+# Host indexes come back every 30 to 120 minutes, ahead of the crawl's new pages (priority 1).
+REVISIT = {"interval": 1800, "min": 1800, "max": 7200, "pages": r"^http://127\.1\.\d+\.\d+:\d+/$", "priority": 50}
+SITE_ERRORS = ("127.1.", "127.2.0.1")  # a log line naming the site's hosts is about the site
 
 
-def processes(cluster: TestCluster) -> dict[str, int]:
+def serve_slice(hosts: int, pages: int, port: int, part: int, parts: int) -> None:
+    """One of the site's server processes: every `parts`-th host (the hub with part 0), so that each
+    stays under the open-files limit with one listening socket per host and the crawlers' connections."""
+    site = broad_site(hosts, pages, port, part, parts)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    asyncio.run(SiteServer(site).serve_forever())
+
+
+def processes(cluster: TestCluster, postgres: Postgres) -> dict[str, int]:
     """Name -> pid of every component and service process."""
     found = {c.name: c.pid for c in cluster.components if c.alive()}
     found.update({name: s.pid for name, s in cluster.services.services.items() if s.pid})
+    if postgres.service.pid:
+        found["postgresql"] = postgres.service.pid
     return found
 
 
-def sample(cluster: TestCluster, client: Any) -> dict[str, Any]:
+def _usage(pid: int) -> dict[str, float]:
+    """RSS and fds of a process and its children (PostgreSQL's backends, the sink's extract pool)."""
+    try:
+        proc = psutil.Process(pid)
+        family = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return {"rss_mib": 0.0, "fds": 0}
+    rss, fds = 0, 0
+    for member in family:
+        try:
+            rss, fds = rss + member.memory_info().rss, fds + member.num_fds()
+        except psutil.Error:
+            continue
+    return {"rss_mib": round(rss / MIB, 1), "fds": fds}
+
+
+def table_sizes(postgres: Postgres) -> dict[str, float]:
+    """MiB of every table of the soak's schema, indexes and TOAST included."""
+    with postgres.connect() as conn:
+        found = conn.execute(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'", (SCHEMA,)
+        ).fetchall()  # fmt: skip
+    return {str(name): round(int(size) / MIB, 1) for name, size in sorted(found)}  # type: ignore[call-overload]
+
+
+def sample(cluster: TestCluster, postgres: Postgres, client: Any, lag: GroupLagCollector) -> dict[str, Any]:
     """One report's raw figures."""
     reading = progress.read(client, CrawlRef("link", "testapp", CRAWLID))
-    per_process = {}
-    for name, pid in processes(cluster).items():
-        try:
-            proc = psutil.Process(pid)
-            per_process[name] = {"rss_mib": round(proc.memory_info().rss / MIB, 1), "fds": proc.num_fds()}
-        except psutil.Error:
-            per_process[name] = {"rss_mib": 0.0, "fds": 0}
     info = client.info("memory")
     return {"t": time.monotonic(), "crawled": reading.count("crawled") if reading else 0,
-            "processes": per_process, "redis_used_mib": round(info["used_memory"] / MIB, 1),
-            "redis_keys": client.dbsize()}  # fmt: skip
+            "queued": reading.count("queued") if reading else 0, "load": [round(x, 2) for x in os.getloadavg()],
+            "processes": {name: _usage(pid) for name, pid in processes(cluster, postgres).items()},
+            "redis_used_mib": round(info["used_memory"] / MIB, 1), "redis_keys": client.dbsize(),
+            "lag": {name: reading.lag for name, reading in lag.reading().items()},
+            "tables_mib": table_sizes(postgres)}  # fmt: skip
 
 
 def report(previous: dict[str, Any], now: dict[str, Any], began: float) -> str:
     rate = (now["crawled"] - previous["crawled"]) / max(now["t"] - previous["t"], 1e-9)
     procs = " ".join(f"{n}={p['rss_mib']}MiB/{p['fds']}fd" for n, p in sorted(now["processes"].items()))
-    return (f"[soak {(now['t'] - began) / 60:6.1f} min] {rate:7.1f} pages/s, {now['crawled']} crawled; "
-            f"redis {now['redis_used_mib']} MiB, {now['redis_keys']} keys; {procs}")  # fmt: skip
+    lag = " ".join(f"{n}={v}" for n, v in sorted(now["lag"].items()))
+    tables = " ".join(f"{n}={v}" for n, v in now["tables_mib"].items())
+    return (f"[soak {(now['t'] - began) / 60:6.1f} min] {rate:7.1f} pages/s, {now['crawled']} crawled, "
+            f"{now['queued']} queued; load {now['load']}; redis {now['redis_used_mib']} MiB, {now['redis_keys']} keys; "
+            f"lag {lag}; tables MiB {tables}; {procs}")  # fmt: skip
 
 
-def targets(samples: list[dict[str, Any]], minutes: float) -> tuple[dict[str, Any], dict[str, bool]]:
+def _per_queued(s: dict[str, Any]) -> float:
+    return s["redis_used_mib"] * MIB / max(s["queued"], 1)
+
+
+def targets(samples: list[dict[str, Any]], minutes: float, errors: list[str]) -> tuple[dict[str, Any], dict[str, bool]]:
     """The soak targets over the samples (the first one is the start, the second ends warm-up)."""
     window = 30 * 60 if minutes >= 60 else (samples[-1]["t"] - samples[1]["t"]) / 2
     reference = next((s for s in samples if s["t"] - samples[0]["t"] >= min(window, 30 * 60)), samples[1])
@@ -81,32 +147,63 @@ def targets(samples: list[dict[str, Any]], minutes: float) -> tuple[dict[str, An
         name: {k: round(samples[-1]["processes"][name][k] / max(v, 1e-9), 3) for k, v in figures.items()}
         for name, figures in reference["processes"].items() if name in samples[-1]["processes"]
     }  # fmt: skip
+    redis_growth = _per_queued(samples[-1]) / max(_per_queued(reference), 1e-9)
     figures = {"early_pages_per_s": round(early, 1), "late_pages_per_s": round(late, 1), "growth": growth,
-               "window_s": round(window), "redis_keys_end": samples[-1]["redis_keys"]}  # fmt: skip
+               "window_s": round(window), "redis_keys_end": samples[-1]["redis_keys"],
+               "redis_bytes_per_queued_growth": round(redis_growth, 3), "errors": errors[:20],
+               "load": [s["load"] for s in samples], "lag_end": samples[-1]["lag"],
+               "tables_mib_end": samples[-1]["tables_mib"]}  # fmt: skip
     checks = {
         "late pages/s >= 0.95x early": late >= 0.95 * early,
         "every process's RSS and fds within +10 %": all(g <= GROWTH for p in growth.values() for g in p.values()),
+        "Redis bytes per queued request within +10 %": redis_growth <= GROWTH,
+        "no error in the logs that is not about the site": not errors,
     }
     return figures, checks
 
 
-def soak(cluster: TestCluster, hub: str, minutes: float, every: float) -> list[dict[str, Any]]:
-    for role in ("redis-monitor", "kafka-monitor"):
+def log_errors(cluster: TestCluster) -> list[str]:
+    """ERROR and CRITICAL lines of every component's log that do not name the site's hosts."""
+    found = []
+    for component in cluster.components:
+        text = component.log_path.read_text(errors="replace") if component.log_path.exists() else ""
+        for line in text.splitlines():
+            if any(s in line for s in ("ERROR", "CRITICAL", "Traceback")) and not any(s in line for s in SITE_ERRORS):
+                found.append(f"{component.name}: {line.strip()[:300]}")
+    return found
+
+
+def soak(cluster: TestCluster, postgres: Postgres, port: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    sink_settings(cluster, postgres, SCHEMA)
+    for role in ("redis-monitor", "kafka-monitor", "sink", "revisit"):
         cluster.start(role)
     for i in range(2):
         cluster.start("crawl", "--spider", "link", name=f"crawler-{i}")
     wait_until(lambda: crawler_started(cluster, 2), timeout=120)
     client = redis_client(cluster.settings, decode=True)
-    seed(cluster, hub, crawlid=CRAWLID, maxdepth=2)
+    client.config_set("maxmemory", REDIS_MAXMEMORY)  # ~2,000,000 requests queued once every host index is in
+    wait_until(lambda: live_processes(client, "sink", 60), 120, message="no sink heartbeat")
+    lag = GroupLagCollector.from_settings(cluster.settings)
+    indexes = [f"http://{host_address(i)}:{port}/" for i in range(args.hosts)]
     began = time.monotonic()
-    samples = [sample(cluster, client)]
-    while time.monotonic() - began < minutes * 60:
-        time.sleep(min(every, max(minutes * 60 - (time.monotonic() - began), 0.1)))
-        samples.append(sample(cluster, client))
-        print(report(samples[-2], samples[-1], began), flush=True)
-        dead = [c.name for c in cluster.components if not c.alive()]
-        if dead:
-            raise RuntimeError(f"processes died: {dead}")
+    seeded = 0
+    samples = [sample(cluster, postgres, client, lag)]
+    while time.monotonic() - began < args.minutes * 60:
+        elapsed = time.monotonic() - began
+        # Host indexes are seeded evenly over the first throttle window, so each host's fetches keep
+        # their own phase and the node's rate is hosts / window from the start (all at once, every
+        # host's first fetch would be free and the start a CPU-bound burst, then a lull).
+        due = min(len(indexes), int(len(indexes) * elapsed / args.window) + 1)
+        for url in indexes[seeded:due]:
+            seed(cluster, url, crawlid=CRAWLID, maxdepth=1, revisit=REVISIT)
+        seeded = due
+        if elapsed >= len(samples) * args.report_every:
+            samples.append(sample(cluster, postgres, client, lag))
+            print(report(samples[-2], samples[-1], began), flush=True)
+            dead = [c.name for c in cluster.components if not c.alive()]
+            if dead:
+                raise RuntimeError(f"processes died: {dead}")
+        time.sleep(1.0)
     return samples
 
 
@@ -115,24 +212,52 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=120)
     parser.add_argument("--hosts", type=int, default=20000)
     parser.add_argument("--pages", type=int, default=100, help="pages per host, its index included")
+    parser.add_argument("--window", type=int, default=4800, help="seconds between two fetches of one host")
     parser.add_argument("--report-every", type=float, default=300, help="seconds between report lines")
+    parser.add_argument("--keep-logs", type=Path, help="copy the components' logs here at the end")
     args = parser.parse_args()
+    # SIGTERM (a run stopped early; background jobs ignore SIGINT) ends it through the `finally`s below,
+    # which stop the components, the services and the site servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # inherited by every process started below
     port = free_port()
-    with bench_cluster(ZOOKEEPER_ENABLED="false") as cluster:
-        # no access log: it would grow for hours; the figures come from Redis and /proc
-        server = multiprocessing.Process(target=serve, args=(args.hosts, args.pages, port, "/dev/null"), daemon=True)
-        server.start()
-        try:
-            wait_until(lambda: port_in_use(HUB, port), timeout=600)
-            samples = soak(cluster, f"http://{HUB}:{port}/", args.minutes, args.report_every)
-        finally:
-            server.terminate()
+    postgres, pg_root = start_postgres()
+    overrides = {"ZOOKEEPER_ENABLED": "false", "QUEUE_HITS": 1, "QUEUE_WINDOW": args.window, "QUEUE_MODERATED": "true",
+                 "LINKS_PER_PAGE_MAX": args.hosts + 10, "LINKS_PARSE_SECONDS_MAX": 0, "LOG_LEVEL": "WARNING",
+                 "SCHEDULER_IDLE_POLL": 0.5, "SCHEDULER_FLUSH_INTERVAL": 0.5,
+                 "REDIS_MONITOR_SLEEP_TIME": 0.5}  # fmt: skip
+    try:
+        with bench_cluster(**overrides) as cluster:
+            parts = max(1, math.ceil(args.hosts / HOSTS_PER_SERVER))
+            servers = [multiprocessing.Process(target=serve_slice, args=(args.hosts, args.pages, port, n, parts),
+                                               daemon=True) for n in range(parts)]  # fmt: skip
+            for server in servers:
+                server.start()
+            try:
+                last = host_address(args.hosts - 1)
+                wait_until(lambda: port_in_use(HUB, port) and port_in_use(last, port), timeout=1200)
+                samples = soak(cluster, postgres, port, args)
+            finally:
+                for server in servers:
+                    server.terminate()
+                cluster.stop_all()
+                errors = log_errors(cluster)
+                if args.keep_logs:
+                    args.keep_logs.mkdir(parents=True, exist_ok=True)
+                    for component in cluster.components:
+                        shutil.copy(component.log_path, args.keep_logs / component.log_path.name)
+    finally:
+        postgres.service.stop()
+        shutil.rmtree(pg_root, ignore_errors=True)
     if len(samples) < 3:
         print("soak: too short for the targets (fewer than two reports)")
         return 1
-    figures, checks = targets(samples, args.minutes)
-    figures.update({"minutes": args.minutes, "hosts": args.hosts, "pages_per_host": args.pages})
-    print(figures)
+    figures, checks = targets(samples, args.minutes, errors)
+    figures.update(
+        {"minutes": args.minutes, "hosts": args.hosts, "pages_per_host": args.pages, "throttle_s": args.window}
+    )
+    print(json.dumps(figures))
     print_checks(checks)
     write_result("soak", figures, checks)
     return 0 if all(checks.values()) else 1

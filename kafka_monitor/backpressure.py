@@ -21,6 +21,7 @@ from utils.config.clients import RedisClient
 from utils.config.settings import Settings
 from utils.frontier import keys
 from utils.frontier.shards import Shards, spider_shards
+from utils.observability.metrics import set_dependency_up
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,10 @@ class Backpressure:
             self.readings = self.measure()
         except redis.RedisError as exc:  # keep the last decision; the writer handles the outage
             log.warning("Backpressure check failed", extra={"error": str(exc)})
+            set_dependency_up("redis", False)  # an idle monitor writes nothing else: this is how it knows
             self._next_check = now + self.interval
             return self.paused
+        set_dependency_up("redis", True)
         cost = self.clock() - now
         self._next_check = now + max(self.interval, cost * COST_FACTOR)
         self._decide(now)

@@ -45,7 +45,7 @@ from utils.config.clients import (
     redis_client,
     subscribe,
 )
-from utils.config.consumer import IDLE_POLL_MS, read_to_end
+from utils.config.consumer import IDLE_POLL_MS, CoordinatorWatch, read_to_end
 from utils.config.errors import ServiceUnavailable
 from utils.config.plugins import load_plugins
 from utils.config.settings import Settings
@@ -111,6 +111,7 @@ class KafkaMonitor:
         self._unassigned_since: float | None = time.monotonic()  # no partition yet: the group is joining
         self._in_flight: InFlight | None = None
         self._lag_at = 0.0  # monotonic time of the last consumer-lag update
+        self.kafka_watch = CoordinatorWatch(settings.get_int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS") / 2000)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KafkaMonitor:
@@ -134,6 +135,7 @@ class KafkaMonitor:
         while not stop.is_set():
             try:
                 self.run_once(stop, idle_ms)
+                set_dependency_up("kafka", self.kafka_watch.reachable(self.consumer))  # a cut link raises nothing
             except ServiceUnavailable:
                 break  # stopped while Redis was down: the batch stays uncommitted, it is read again
             except KafkaError as exc:

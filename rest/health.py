@@ -21,6 +21,7 @@ from utils.config.clients import RedisClient
 from utils.config.settings import Settings
 from utils.frontier import keys
 from utils.observability import stats
+from utils.observability.metrics import set_dependency_up
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ class Health:
         except Exception:
             self.redis_connected = False
         self.kafka_connected = self.outbound.ready and broker_reachable(self.settings)
+        set_dependency_up("redis", self.redis_connected)  # /metrics, the heartbeat and `shoal status` name it
+        set_dependency_up("kafka", self.kafka_connected)
         if (redis_was, kafka_was) != (self.redis_connected, self.kafka_connected):
             log.info("Gateway connections changed", extra=self.index())
 

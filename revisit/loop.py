@@ -19,7 +19,7 @@ from kafka.errors import KafkaError
 from revisit.claims import Connection, Due, claim, release
 from revisit.requests import crawl_request
 from utils.config.clients import kafka_producer
-from utils.config.postgres import close_quietly, postgres_conninfo, postgres_target
+from utils.config.postgres import close_quietly, operation_deadline, postgres_conninfo, postgres_target
 from utils.config.settings import Settings
 from utils.freshness import state
 from utils.observability.metrics import mark_loop, record_produced, set_dependency_up
@@ -40,6 +40,7 @@ class Revisit:
         self.poll = settings.get_float("REVISIT_POLL")
         self.priority_drop = settings.get_int("REVISIT_PRIORITY_DROP")
         self.target = postgres_target(settings)
+        self.operation_timeout = settings.get_float("SINK_POSTGRES_OPERATION_TIMEOUT")
         self.connection: Connection | None = None
         self.fed = 0  # requests sent since start
         self._waiting_for_tables = False
@@ -51,20 +52,23 @@ class Revisit:
     def connect(self) -> Connection:
         if self.connection is None or self.connection.closed:
             self.connection = psycopg.connect(self.conninfo, autocommit=True)
-            self.connection.execute("SET TIME ZONE 'UTC'")
+            with operation_deadline(self.connection, self.operation_timeout):
+                self.connection.execute("SET TIME ZONE 'UTC'")
         return self.connection
 
     def run_once(self, max_items: int | None = None) -> int:
         """Claim and send one batch; returns the requests sent (0: nothing was due)."""
         mark_loop()
         connection = self.connect()
-        rows = claim(connection, self.schema, min(max_items or self.batch, self.batch), self.lease)
+        with operation_deadline(connection, self.operation_timeout):
+            rows = claim(connection, self.schema, min(max_items or self.batch, self.batch), self.lease)
         if not rows:
             return 0
         try:
             self._send(rows)
         except KafkaError:
-            release(connection, self.schema, rows)
+            with operation_deadline(connection, self.operation_timeout):
+                release(connection, self.schema, rows)
             raise
         self.fed += len(rows)
         log.info("Revisits fed", extra={"requests": len(rows), "topic": self.topic})
@@ -105,7 +109,8 @@ class Revisit:
 
     def summaries(self) -> list[dict[str, Any]]:
         """Every crawl's figures (for the metrics), on a connection of their own (scrapes run in a thread)."""
-        with psycopg.connect(self.conninfo, autocommit=True) as connection:
+        with psycopg.connect(self.conninfo, autocommit=True) as connection, \
+                operation_deadline(connection, self.operation_timeout):
             return [state.summary(connection, self.schema, a, c) for a, c in state.crawls(connection, self.schema)]
 
     def close_connection(self) -> None:

@@ -26,7 +26,7 @@ from sink.schema import Tables
 from sink.stats import SinkStats
 from sink.store import Store, Written, unavailable
 from utils.config.clients import ensure_topics, kafka_producer
-from utils.config.consumer import IDLE_POLL_MS, read_to_end
+from utils.config.consumer import IDLE_POLL_MS, CoordinatorWatch, read_to_end
 from utils.config.postgres import postgres_conninfo, postgres_target
 from utils.config.settings import Settings
 from utils.observability.metrics import (
@@ -67,11 +67,13 @@ class Sink:
         self.written = Written()  # totals since start, for the log and the tests
         self.dead_lettered = 0  # messages sent to the dead-letter topic since start
         self._lag_at = 0.0
+        self.kafka_watch = CoordinatorWatch(settings.get_int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS") / 2000)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Sink:
         ensure_topics(settings, [settings.topic("crawled_firehose"), settings.topic("dead_letter")])
-        store = Store(postgres_conninfo(settings), Tables.from_settings(settings))
+        store = Store(postgres_conninfo(settings), Tables.from_settings(settings),
+                      settings.get_float("SINK_POSTGRES_OPERATION_TIMEOUT"))  # fmt: skip
         return cls(settings, Feed.from_settings(settings), kafka_producer(settings), store,
                    SinkStats.from_settings(settings))  # fmt: skip
 
@@ -85,6 +87,7 @@ class Sink:
         while not stop.is_set():
             try:
                 self.run_once(stop, IDLE_POLL_MS)
+                set_dependency_up("kafka", self.kafka_watch.reachable(self.feed.consumer))  # a cut link raises nothing
             except KafkaError as exc:
                 log.error("Kafka error; the batch will be read again", extra={"error": repr(exc)})
                 set_dependency_up("kafka", False)

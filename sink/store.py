@@ -19,7 +19,7 @@ from psycopg import sql
 from sink import revisits
 from sink.messages import EXTRACTED_COLUMNS, ITEM_COLUMNS, LOG_COLUMNS, PAGE_COLUMNS, Rows
 from sink.schema import Tables, migrate
-from utils.config.postgres import close_quietly
+from utils.config.postgres import close_quietly, operation_deadline
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +121,10 @@ class Written:
 class Store:
     """The sink's connection: opened (and the schema migrated) on first use, dropped after any error."""
 
-    def __init__(self, conninfo: str, tables: Tables) -> None:
+    def __init__(self, conninfo: str, tables: Tables, operation_timeout: float = 0.0) -> None:
         self.conninfo = conninfo
         self.tables = tables
+        self.operation_timeout = operation_timeout  # seconds a migration or a batch may take (0: no bound)
         self.connection: Connection | None = None
         self._statements = (upsert_pages(tables), upsert_items(tables), append_log(tables))
         self._item_changes = revisits.record_item_changes(tables)
@@ -133,10 +134,13 @@ class Store:
         if self.connection is None or self.connection.closed:
             connection = psycopg.connect(self.conninfo, autocommit=True)
             try:
-                connection.execute("SET TIME ZONE 'UTC'")
-                migrate(connection, self.tables)
-                for name, columns in STAGES.items():
-                    connection.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} ({columns}) ON COMMIT DELETE ROWS")
+                with operation_deadline(connection, self.operation_timeout):
+                    connection.execute("SET TIME ZONE 'UTC'")
+                    migrate(connection, self.tables)
+                    for name, columns in STAGES.items():
+                        connection.execute(
+                            f"CREATE TEMP TABLE IF NOT EXISTS {name} ({columns}) ON COMMIT DELETE ROWS"
+                        )
             except BaseException:
                 connection.close()
                 raise
@@ -148,7 +152,8 @@ class Store:
         connection = self.connect()
         written = Written()
         try:
-            with connection.transaction(), connection.cursor() as cursor:
+            with operation_deadline(connection, self.operation_timeout), connection.transaction(), \
+                    connection.cursor() as cursor:
                 pages, items, append = self._statements
                 if rows.pages:
                     written.pages = _stage_and_run(cursor, "sink_stage_pages", PAGE_COLUMNS, rows.pages, pages)

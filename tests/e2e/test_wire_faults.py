@@ -14,23 +14,20 @@ crawler still works on it, a batch the client never got an answer for) happen.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
-from rest.overview import processes
 from tests.e2e.test_crawler_helpers import crawler_started, progress, seed, settled
-from tests.support.cluster import Component, TestCluster
+from tests.support.cluster import TestCluster
 from tests.support.delivery import check_delivery
 from tests.support.kafka import TopicReader
-from tests.support.metrics import scrape
 from tests.support.services import wait_until
 from tests.support.wire import Wire, start_wire
-from utils.config.clients import ensure_topics, redis_client
+from tests.support.wire_cluster import DETECTED_WITHIN_S, HEALED_WITHIN_S, Faulted, feed
+from utils.config.clients import ensure_topics
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port
 
@@ -38,10 +35,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 MAXDEPTH = 10
 PARTITION_S = 20.0  # seconds: longer than every client timeout on the link and than LEASE_TIMEOUT
-HEALED_WITHIN_S = 30.0
-# How long a component may take to notice: two of its longest client timeouts in a row (a command
-# already waiting when the link went, then the next one), REDIS_SOCKET_TIMEOUT 10 s, plus slack for load.
-DETECTED_WITHIN_S = 25.0
 # 6 pages/s per host over 3 hosts: the 300-page crawl lasts ~20 s unfaulted, so every fault finds work in flight.
 SETTINGS = {"QUEUE_HITS": 6, "QUEUE_WINDOW": 1, "CONCURRENT_REQUESTS": 4, "KAFKA_TOPIC_PARTITIONS": 3}
 
@@ -58,45 +51,6 @@ def site_server() -> Iterator[tuple]:
     site = generate_site(hosts=3, pages_per_host=100, seed=45, network="127.45.0", base_ip_octet=10, port=free_port())
     with SiteServer(site, delay=0.05) as server:
         yield site, server
-
-
-class Faulted:
-    """One test's cluster on the wire: components started per role with a metrics port each."""
-
-    def __init__(self, wire: Wire, cluster: TestCluster) -> None:
-        self.wire = wire
-        self.cluster = cluster
-        self.metrics: dict[str, str] = {}  # component name -> its /metrics URL
-
-    def start(self, role: str, *argv: str) -> Component:
-        port = free_port()
-        component = self.cluster.start(*argv, name=f"{role}-{len(self.cluster.components)}",
-                                       settings={**self.wire.settings_for(role), "METRICS_PORT": port})  # fmt: skip
-        self.metrics[component.name] = f"http://127.0.0.1:{port}/metrics"
-        return component
-
-    def dependency_up(self, component: Component, service: str) -> float | None:
-        """`shoal_dependency_up` of `service` at `component` (None while /metrics does not answer)."""
-        return self._sample(component, "shoal_dependency_up", service)
-
-    def outages(self, component: Component, service: str) -> float:
-        return self._sample(component, "shoal_dependency_outages_total", service) or 0.0
-
-    def _sample(self, component: Component, metric: str, service: str) -> float | None:
-        try:
-            samples = scrape(self.metrics[component.name])
-        except OSError:
-            return None
-        found = [v for (name, labels), v in samples.items() if name == metric and ("dependency", service) in labels]
-        return found[0] if found else None
-
-    def card(self, role: str) -> dict:
-        """The dashboard's health of `role` ({"unreachable": {service: processes}, "late": n})."""
-        found = processes(redis_client(self.cluster.settings), self.cluster.settings.get_int("HEARTBEAT_TIMEOUT"))
-        return {k: found[role][k] for k in ("unreachable", "late")}
-
-    def dead(self) -> list[str]:
-        return [f"{c.name}:\n{c.log_tail()}" for c in self.cluster.components if not c.alive()]
 
 
 @pytest.fixture
@@ -184,13 +138,6 @@ def test_a_half_open_crawler_to_kafka_link_loses_nothing(faulted: Faulted, site_
     site, _server = site_server
     link = Wire.link("crawler", "kafka")
     crawl_through_fault(faulted, site, "kafka-half", "kafka", lambda: faulted.wire.toxiproxy.half_open(link))
-
-
-def feed(bootstrap: str, topic: str, messages: list[dict]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 120000})
-    for message in messages:
-        producer.produce(topic, json.dumps(message))
-    assert producer.flush(120) == 0
 
 
 def test_resets_of_kafka_monitor_to_redis_commit_no_batch_redis_never_got(faulted: Faulted, site_server) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from rest import envelope
 from tests.integration.test_rest_helpers import base_url, envelope_error, gateway_cluster
+from tests.support.metrics import scrape, total
 from tests.support.services import wait_until
 from utils.services import free_port
 
@@ -26,10 +27,16 @@ def health_of(client: httpx.Client, expected: str) -> dict[str, Any] | None:
 
 
 def test_without_kafka_the_gateway_is_yellow_and_feed_is_a_500(services, tmp_path) -> None:
-    with gateway_cluster(services, tmp_path, KAFKA_HOSTS=f"127.0.0.1:{free_port()}", **FAST_PROBES) as cluster:
+    metrics = free_port()
+    with gateway_cluster(services, tmp_path, KAFKA_HOSTS=f"127.0.0.1:{free_port()}", METRICS_PORT=metrics,
+                         **FAST_PROBES) as cluster:  # fmt: skip
         client = httpx.Client(base_url=base_url(cluster), timeout=30)
         health = wait_until(lambda: health_of(client, "YELLOW"), timeout=30)
         assert (health["kafka_connected"], health["redis_connected"]) == (False, True)
+        samples = scrape(f"http://127.0.0.1:{metrics}/metrics")  # the metrics and `shoal status` name it too
+        assert total(samples, "shoal_dependency_up", component="rest", dependency="kafka") == 0
+        assert total(samples, "shoal_dependency_up", component="rest", dependency="redis") == 1
+        assert total(samples, "shoal_healthy", component="rest") == 0
         response = client.post("/feed", json={"url": "http://127.0.0.250:9/", "appid": "app", "crawlid": "c"})
         assert (response.status_code, envelope_error(response)) == (500, {"message": envelope.NO_KAFKA})
         assert client.post("/poll", json={"poll_id": "x"}).status_code == 404  # Redis still serves

@@ -6,9 +6,11 @@ transaction, and a replayed batch changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.support.cluster import TestCluster
@@ -75,3 +77,38 @@ def test_a_sink_killed_mid_batch_loses_and_duplicates_nothing(
     wait_count(postgres, pg_schema, "crawl_log", total, timeout=120)
     wait_count(postgres, pg_schema, "pages", total)
     assert second.alive()
+
+
+def _server_processes(postgres: Postgres) -> list[psutil.Process]:
+    server = psutil.Process(postgres.service.pid)
+    return [server, *server.children(recursive=True)]
+
+
+def test_a_stalled_postgresql_fails_the_batch_at_the_deadline_and_nothing_is_lost(
+    plain_cluster: TestCluster, own_postgres: Postgres, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that still accepts bytes (its kernel acknowledges them) but never answers: keepalives
+    and tcp_user_timeout never fire, so only SINK_POSTGRES_OPERATION_TIMEOUT frees the sink."""
+    sink_settings(plain_cluster, own_postgres, pg_schema, SINK_RETRY_MAX_BACKOFF=0.5,
+                  SINK_POSTGRES_OPERATION_TIMEOUT=2)  # fmt: skip
+    caplog.set_level("INFO", logger="sink")
+    sink = RunningSink(plain_cluster)
+    stalled: list[psutil.Process] = []
+    try:
+        _send(plain_cluster, _pages(0, 100))
+        wait_count(own_postgres, pg_schema, "crawl_log", 100)
+        stalled = _server_processes(own_postgres)  # now: the sink's backend is among them
+        for process in stalled:
+            process.suspend()  # SIGSTOP: the sockets stay open, nothing answers
+        _send(plain_cluster, _pages(100, 100))
+        wait_until(lambda: "PostgreSQL unavailable" in caplog.text, 30,
+                   message="the sink waits on the stalled server")  # fmt: skip
+        for process in stalled:
+            process.resume()
+        wait_count(own_postgres, pg_schema, "crawl_log", 200)
+        wait_count(own_postgres, pg_schema, "pages", 200)
+    finally:
+        for process in stalled:
+            with contextlib.suppress(psutil.Error):
+                process.resume()
+        sink.close()

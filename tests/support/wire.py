@@ -1,17 +1,20 @@
-"""Redis, ZooKeeper and a Kafka broker that each component role reaches through links of its own,
-one Toxiproxy proxy per (role, service), so a test cuts or slows exactly one link.
+"""Redis, ZooKeeper, a Kafka broker and (for the sink and revisit roles) PostgreSQL that each
+component role reaches through links of its own, one Toxiproxy proxy per (role, service), so a test
+cuts or slows exactly one link.
 
-Redis and ZooKeeper need nothing but the proxy's address. Kafka clients reconnect to the address
-the broker advertises, so the broker gets one listener per role, each advertised at that role's
-proxy; the test's own clients use the plain listener and never cross a proxy.
+Redis, ZooKeeper and PostgreSQL need nothing but the proxy's address. Kafka clients reconnect to the
+address the broker advertises, so the broker gets one listener per role, each advertised at that
+role's proxy; the test's own clients use the plain listener and never cross a proxy.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from tests.support.postgres import Postgres, start_postgres
 from tests.support.toxiproxy import Toxiproxy, toxiproxy_service
 from utils.services import LocalService, LocalServices
 from utils.services.argv import HOST
@@ -20,7 +23,9 @@ from utils.services.local import PROBES, build_service
 from utils.services.process import free_ports
 
 ROLES = ("crawler", "kafka-monitor", "redis-monitor")
+PIPELINE_ROLES = (*ROLES, "sink", "revisit", "rest")  # every component between a crawl request and its row
 SERVICES = ("redis", "kafka", "zookeeper")
+POSTGRES_ROLES = ("sink", "revisit")  # the roles with a link to PostgreSQL
 
 
 def listener(role: str) -> str:
@@ -45,10 +50,12 @@ def broker_config(port: int, controller: int, role_ports: dict[str, tuple[int, i
 class Wire:
     """The services, the Toxiproxy in front of them and each role's settings to reach them through it."""
 
-    def __init__(self, services: LocalServices, toxiproxy: Toxiproxy, addresses: dict[tuple[str, str], str]) -> None:
+    def __init__(self, services: LocalServices, toxiproxy: Toxiproxy, addresses: dict[tuple[str, str], str],
+                 postgres: Postgres | None = None) -> None:  # fmt: skip
         self.services = services
         self.toxiproxy = toxiproxy
         self.addresses = addresses  # (role, service) -> the proxy's listen address
+        self.postgres = postgres  # the server behind the `postgres` links (the tests' own clients reach it directly)
 
     @staticmethod
     def link(role: str, service: str) -> str:
@@ -58,11 +65,15 @@ class Wire:
     def settings_for(self, role: str) -> dict[str, str]:
         """The `SHOAL_*`-less settings that send `role`'s clients through its links."""
         redis_host, _, redis_port = self.addresses[(role, "redis")].rpartition(":")
-        return {
+        found = {
             "REDIS_HOST": redis_host, "REDIS_PORT": redis_port,
             "KAFKA_HOSTS": self.addresses[(role, "kafka")],
             "ZOOKEEPER_HOSTS": self.addresses[(role, "zookeeper")],
         }  # fmt: skip
+        if (role, "postgres") in self.addresses and self.postgres is not None:
+            found["SINK_POSTGRES_DSN"] = f"postgresql://shoal@{self.addresses[(role, 'postgres')]}/shoal"
+            found["SINK_POSTGRES_PASSWORD"] = self.postgres.password
+        return found
 
 
 def _broker(run_dir: Path, port: int, controller: int, role_ports: dict[str, tuple[int, int]]) -> LocalService:
@@ -81,9 +92,10 @@ def start_wire(run_dir: Path, roles: Iterable[str] = ROLES, timeout: float = 90)
     all stopped by pid at the end (a failing start raises ServiceError with the log tail)."""
     roles = list(roles)
     run_dir.mkdir(parents=True, exist_ok=True)
-    ports = iter(free_ports(5 + 4 * len(roles)))  # distinct: free_port() twice may give one port twice
+    ports = iter(free_ports(5 + 5 * len(roles)))  # distinct: free_port() twice may give one port twice
     proxy_server = toxiproxy_service(run_dir, next(ports))
     started = LocalServices(run_dir, {"toxiproxy": proxy_server})
+    postgres, pg_root = start_postgres() if set(roles) & set(POSTGRES_ROLES) else (None, None)
     try:
         proxy_server.start()
         proxy_server.wait_ready(timeout)
@@ -99,10 +111,16 @@ def start_wire(run_dir: Path, roles: Iterable[str] = ROLES, timeout: float = 90)
                 addresses[(role, name)] = api.proxy(Wire.link(role, name), started.services[name].address, next(ports))
             own, proxy_port = role_ports[role]
             addresses[(role, "kafka")] = api.proxy(Wire.link(role, "kafka"), f"{HOST}:{own}", proxy_port)
+            if postgres is not None and role in POSTGRES_ROLES:
+                addresses[(role, "postgres")] = api.proxy(Wire.link(role, "postgres"), postgres.service.address,
+                                                          next(ports))  # fmt: skip
         for name in ("redis", "zookeeper", "kafka"):
             started.services[name].start()
         for name in ("redis", "zookeeper", "kafka"):
             started.services[name].wait_ready(timeout)
-        yield Wire(started, api, addresses)
+        yield Wire(started, api, addresses, postgres)
     finally:
         started.stop_all()
+        if postgres is not None:
+            postgres.service.stop()
+            shutil.rmtree(pg_root or "", ignore_errors=True)

@@ -46,7 +46,8 @@ def zookeeper_options(settings: Settings) -> dict[str, Any]:
 
 
 def postgres_options(settings: Settings) -> dict[str, Any]:
-    return {k: v for k, v in conninfo.conninfo_to_dict(postgres_conninfo(settings)).items() if k != "password"}
+    options = {k: v for k, v in conninfo.conninfo_to_dict(postgres_conninfo(settings)).items() if k != "password"}
+    return {**options, "operation_timeout": settings.get_float("SINK_POSTGRES_OPERATION_TIMEOUT")}
 
 
 CLIENTS: dict[str, Callable[[Settings], dict[str, Any]]] = {
@@ -91,3 +92,4 @@ def test_no_client_leaves_a_read_unbounded(settings: Settings) -> None:
     postgres = postgres_options(settings)
     assert postgres["keepalives"] == "1"
     assert int(postgres["tcp_user_timeout"]) > 0
+    assert postgres["operation_timeout"] > 0  # the far side acknowledging but never answering

@@ -5,8 +5,13 @@ from __future__ import annotations
 import logging
 
 import pytest
+import redis
 
 from kafka_monitor.backpressure import Backpressure, Marks
+from utils.config.settings import Settings
+from utils.observability.metrics import configure_process
+from utils.observability.metrics.record import unreachable_dependencies
+from utils.observability.metrics.registry import STATE
 
 
 class Clock:
@@ -97,3 +102,31 @@ def test_an_explicit_memory_mark_wins_and_both_measures_must_be_low_to_resume() 
     readings.values["backlog"] = 4
     clock.now += 1
     assert bp.check() is False
+
+
+def test_a_check_that_cannot_reach_redis_reports_it_down_and_the_next_good_one_up() -> None:
+    """An idle kafka monitor writes nothing else to Redis: its backpressure check is how its health
+    learns that Redis is away (and back)."""
+    readings = Readings(used_memory=10, maxmemory=0, backlog=0)
+    answers: list[Exception | None] = [redis.ConnectionError("cut"), None]
+
+    def measure() -> dict[str, int]:
+        error = answers.pop(0)
+        if error is not None:
+            raise error
+        return readings()
+
+    before = STATE.component
+    STATE.dependencies.clear()
+    configure_process(Settings.load(environ={}), "kafka-monitor")
+    try:
+        clock = Clock()
+        bp = Backpressure(measure, None, OFF, interval=1.0, clock=clock)
+        bp.check()
+        assert unreachable_dependencies() == ["redis"]
+        clock.now += 1.0
+        bp.check()
+        assert unreachable_dependencies() == []
+    finally:
+        configure_process(Settings.load(environ={}), before)  # forgets this test's component and health
+        STATE.dependencies.clear()

@@ -35,7 +35,7 @@ MESSAGE_OVERHEAD = 64 * 1024  # bytes a page message may exceed KAFKA_PRODUCER_M
 # every message would wait up to the full wait, so it keeps 50 ms.
 FETCH_MAX_WAIT_MS = 500  # Apache Kafka's own default
 TANSU_FETCH_MAX_WAIT_MS = 50
-CONSUMER_REQUEST_TIMEOUT_MS = 30000  # longest wait for any one broker answer to a consumer
+CONSUMER_REQUEST_TIMEOUT_MS = 10000  # longest wait for any one broker answer to a consumer
 
 T = TypeVar("T")
 RedisClient = Any  # redis.Redis or redis.RedisCluster; both speak the same command API
@@ -248,8 +248,9 @@ def consumer_config(settings: Settings, group_id: str | None) -> dict[str, Any]:
         "heartbeat_interval_ms": settings.get_int("KAFKA_CONSUMER_HEARTBEAT_MS"),
         "max_poll_interval_ms": settings.get_int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS"),
         "fetch_max_wait_ms": fetch_max_wait_ms(settings),
-        # A fetch, commit or join the broker never answers (a half-open link) fails after this long and
-        # the client reconnects; kafka-python's default is the same, named here so the table pins it.
+        # A fetch, commit or heartbeat the broker never answers (a cut or half-open link) fails after
+        # this long and the client reconnects, and the group coordinator is marked dead: that is when
+        # the component's health can say Kafka is down. A join waits longer (the rebalance timeout + 5 s).
         "request_timeout_ms": CONSUMER_REQUEST_TIMEOUT_MS,
         **kafka_security(settings),
     }

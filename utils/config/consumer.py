@@ -26,6 +26,31 @@ IDLE_POLL_MS = 1000
 JOIN_TIMEOUT = 60.0  # seconds a burst waits to be given partitions (all may belong to other members)
 
 
+class CoordinatorWatch:
+    """Whether a group consumer can reach Kafka, for its component's health.
+
+    A consumer whose link is cut or half-open does not raise: poll() returns nothing, as on an idle
+    topic. What changes is the group coordinator: kafka-python marks it dead when a request to it
+    fails or no heartbeat succeeds for the session timeout, and finds no new one while the link is
+    down. Unknown for `grace` seconds (a join at start, a coordinator moving, take a moment) is down.
+    """
+
+    def __init__(self, grace: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.grace = grace
+        self.clock = clock
+        self._lost_since: float | None = None
+
+    def reachable(self, consumer: KafkaConsumer) -> bool:
+        coordinator = getattr(consumer, "_coordinator", None)  # kafka-python's; a group-less consumer has none
+        if coordinator is None or not coordinator.coordinator_unknown():
+            self._lost_since = None
+            return True
+        now = self.clock()
+        if self._lost_since is None:
+            self._lost_since = now
+        return now - self._lost_since < self.grace
+
+
 def commit_past(consumer: KafkaConsumer, records: list[ConsumerRecord]) -> bool:
     """Commit past `records`; False when it failed (a rebalance, the broker away): the partition's
     next owner replays the batch, which every component writes idempotently."""

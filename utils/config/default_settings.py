@@ -316,6 +316,7 @@ SINK_POSTGRES_DSN = "postgresql://shoal@127.0.0.1:5432/shoal"  # libpq URL or ke
 SINK_POSTGRES_PASSWORD = ""  # secret; the role's password (give it as SHOAL_SINK_POSTGRES_PASSWORD); never logged
 SINK_POSTGRES_PASSWORD_FILE = ""  # path; a file whose first line is the password (wins over SINK_POSTGRES_PASSWORD)
 SINK_POSTGRES_CONNECT_TIMEOUT = 5  # seconds; connect timeout of the sink's PostgreSQL connection
+SINK_POSTGRES_OPERATION_TIMEOUT = 60.0  # seconds; most one batch write, claim or migration may take (0 = none)
 SINK_DB_SCHEMA = "shoal"  # PostgreSQL schema of the sink's tables, created and migrated by the sink
 SINK_PAGES_TABLE = "pages"  # table name; one row per (appid, url): the latest content of each page
 SINK_ITEMS_TABLE = "items"  # table name; one row per (appid, item key): the latest version of each item

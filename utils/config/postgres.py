@@ -7,6 +7,11 @@ separate parameter; libpq's own PGPASSWORD and ~/.pgpass still apply when neithe
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +97,34 @@ def close_quietly(connection: psycopg.Connection[Any] | None) -> None:
         connection.close()
     except psycopg.Error:
         pass
+
+
+@contextlib.contextmanager
+def operation_deadline(connection: psycopg.Connection[Any], seconds: float) -> Iterator[None]:
+    """Fail whatever `connection` does inside the block once it has taken `seconds` (0: no bound).
+
+    libpq has no read timeout, and a peer that takes the bytes but never answers (a stalled server, a
+    proxy or load balancer holding a link whose far end is gone) defeats TCP keepalives and
+    tcp_user_timeout alike: the kernel acknowledges everything. Past the deadline the connection's
+    socket is shut down, so the blocked call fails with an OperationalError and the caller drops the
+    connection, as after any other network error.
+    """
+    if seconds <= 0 or connection.closed:
+        yield
+        return
+    timer = threading.Timer(seconds, _shut_down, args=(connection.fileno(),))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _shut_down(fd: int) -> None:
+    """Shut the socket behind `fd` down both ways (a duplicate of the descriptor: libpq keeps its own)."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # closed meanwhile: the operation ended

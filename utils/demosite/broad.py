@@ -30,11 +30,14 @@ def _page(url: str, title: str, links: list[str]) -> Page:
     return Page(url, 200, HTML_TYPE, _html(title, links), links)
 
 
-def broad_site(hosts: int, pages_per_host: int, port: int) -> Site:
-    """The hub plus `hosts` hosts of `pages_per_host` pages each (the index included)."""
+def broad_site(hosts: int, pages_per_host: int, port: int, part: int = 0, parts: int = 1) -> Site:
+    """The hub plus `hosts` hosts of `pages_per_host` pages each (the index included); with `parts`
+    above 1 only every `parts`-th host from `part` on (the hub with part 0), for one of several
+    server processes that each stay under the open-files limit (one listening socket per host)."""
     pages: dict[str, Page] = {}
-    indexes = []
-    for i in range(hosts):
+    indexes = [f"http://{host_address(i)}:{port}/" for i in range(hosts)]
+    mine = [i for i in range(hosts) if i % parts == part]
+    for i in mine:
         base = f"http://{host_address(i)}:{port}"
         index = f"{base}/"
         children = [f"{base}/page/{n}.html" for n in range(1, pages_per_host)]
@@ -42,9 +45,10 @@ def broad_site(hosts: int, pages_per_host: int, port: int) -> Site:
         for child in children:
             pages[child] = _page(child, f"Host {i} {child.rsplit('/', 1)[1]}", [index])
         pages[f"{base}/robots.txt"] = Page(f"{base}/robots.txt", 200, TEXT_TYPE, ROBOTS)
-        indexes.append(index)
-    hub = f"http://{HUB}:{port}/"
-    pages[hub] = _page(hub, "Hub", indexes)
-    pages[f"http://{HUB}:{port}/robots.txt"] = Page(f"http://{HUB}:{port}/robots.txt", 200, TEXT_TYPE, ROBOTS)
-    addresses = [HUB] + [host_address(i) for i in range(hosts)]
+    addresses = [host_address(i) for i in mine]
+    if part == 0:
+        hub = f"http://{HUB}:{port}/"
+        pages[hub] = _page(hub, "Hub", indexes)
+        pages[f"http://{HUB}:{port}/robots.txt"] = Page(f"http://{HUB}:{port}/robots.txt", 200, TEXT_TYPE, ROBOTS)
+        addresses.insert(0, HUB)
     return Site(hosts=[f"{a}:{port}" for a in addresses], port=port, seed=0, crawl_delay=None, pages=pages)

@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 
 from tests.support.cluster import TestCluster, next_database
 from tests.support.kafka import TopicReader
-from tests.support.services import started_or_fail
+from tests.support.services import SERVICE_START_TIMEOUT, started_or_fail
 from utils.services import LocalServices, start_local_services
 from utils.services.redis_cluster import RedisClusterHandle
 
@@ -63,7 +63,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
     """Redis, ZooKeeper and the broker on free ports for the whole session, stopped at its end."""
     run_dir = tmp_path_factory.mktemp("services")
-    started = started_or_fail(lambda: start_local_services(run_dir), "local services")
+    started = started_or_fail(lambda: start_local_services(run_dir, timeout=SERVICE_START_TIMEOUT), "local services")
     with started:
         yield started
 

@@ -34,7 +34,7 @@ from tests.e2e.test_crawler_helpers import crawler_started, progress, settled
 from tests.support.cluster import Component, TestCluster
 from tests.support.delivery import check_delivery
 from tests.support.kafka import TopicReader
-from tests.support.services import wait_until
+from tests.support.services import SERVICE_START_TIMEOUT, wait_until
 from utils.config.clients import ensure_topics, redis_client
 from utils.demosite import SiteServer, generate_site
 from utils.frontier import keys
@@ -52,7 +52,7 @@ SETTINGS = {"QUEUE_HITS": 6, "QUEUE_WINDOW": 1, "CONCURRENT_REQUESTS": 4, "KAFKA
 @pytest.fixture(scope="module")
 def chaos_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
     """Redis, ZooKeeper and broker of this module alone: killing them disturbs no other test."""
-    with start_local_services(tmp_path_factory.mktemp("chaos-services")) as services:
+    with start_local_services(tmp_path_factory.mktemp("chaos-services"), timeout=SERVICE_START_TIMEOUT) as services:
         yield services
 
 

@@ -20,7 +20,7 @@ import pytest
 from tests.e2e.test_crawler_helpers import crawler_started, progress, seed, settled
 from tests.support.cluster import TestCluster
 from tests.support.kafka import TopicReader
-from tests.support.services import wait_until
+from tests.support.services import SERVICE_START_TIMEOUT, wait_until
 from utils.config import default_settings
 from utils.config.clients import redis_client
 from utils.demosite import SiteServer, generate_site
@@ -38,7 +38,7 @@ FAST_RECOVERY = {"QUEUE_HITS": 0, "LEASE_TIMEOUT": 4, "REAPER_INTERVAL": 0.5, "R
 
 @pytest.fixture(scope="module")
 def private_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
-    with start_local_services(tmp_path_factory.mktemp("fault-services")) as services:
+    with start_local_services(tmp_path_factory.mktemp("fault-services"), timeout=SERVICE_START_TIMEOUT) as services:
         yield services
 
 

@@ -13,6 +13,11 @@ from utils.services import ServiceError
 
 T = TypeVar("T")
 
+# Seconds a test's broker, ZooKeeper and Redis get to answer together. The wait ends as soon as they
+# answer (about 10 s on a quiet machine); at a load of 30 a broker took 50-86 s, and the 90 s default
+# of start_local_services, which also pays for formatting the broker's log, failed whole modules.
+SERVICE_START_TIMEOUT = 240
+
 
 def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.05, message: str = "") -> T:
     """Poll `predicate` until it returns something truthy and return that; AssertionError on timeout.

@@ -28,7 +28,6 @@ from tests.support.first_run import (
     user_environ,
 )
 from tests.support.services import wait_until
-from tests.support.wheelhouse import pip_environ, wheelhouse
 from utils.services.kafka import kafka_libs
 
 # Beside the other tests: `make test` installs every Debian package `make run` checks for before the
@@ -58,7 +57,7 @@ def root_home() -> Iterator[Path]:
 
 
 def test_make_run_as_root_from_a_0700_home_with_a_space_again_after_down_and_after_a_move(root_home: Path) -> None:
-    node = FirstRun.create(copy_checkout(root_home / "my shoal"), {**os.environ, **pip_environ(wheelhouse())})
+    node = FirstRun.create(copy_checkout(root_home / "my shoal"), os.environ)
     data_root = None
     try:
         _landed(node, node.make_run())
@@ -92,9 +91,8 @@ def test_make_run_as_root_from_a_0700_home_with_a_space_again_after_down_and_aft
 
 
 @pytest.fixture
-def unprivileged_user() -> Iterator[tuple[str, Path, dict[str, str]]]:
-    """A throwaway user with sudo and a 0700 home, and its environment: a copy of the broker jars and
-    of the wheelhouse it can read."""
+def unprivileged_user() -> Iterator[tuple[str, Path, Path]]:
+    """A throwaway user with sudo and a 0700 home, and a copy of the broker jars it can read."""
     assert is_root(), "this test makes a throwaway user: run the suite as root, as `make test` does in CI"
     base = Path(tempfile.mkdtemp(prefix="shoal-first-run-user-"))
     base.chmod(0o755)
@@ -102,17 +100,16 @@ def unprivileged_user() -> Iterator[tuple[str, Path, dict[str, str]]]:
     home.parent.mkdir()
     throwaway_user(USER, home)
     jars = readable_copy(kafka_libs(), base / "kafka-libs")
-    wheels = readable_copy(wheelhouse(), base / "wheels")
-    yield USER, home, {**user_environ(USER, home, jars), **pip_environ(wheels)}
+    yield USER, home, jars
     remove_user(USER)
     shutil.rmtree(base, ignore_errors=True)
 
 
-def test_make_run_as_a_user_with_sudo_from_a_0700_home(unprivileged_user: tuple[str, Path, dict[str, str]]) -> None:
-    user, home, environ = unprivileged_user
+def test_make_run_as_a_user_with_sudo_from_a_0700_home(unprivileged_user: tuple[str, Path, Path]) -> None:
+    user, home, jars = unprivileged_user
     checkout = copy_checkout(home / "shoal", owner=user)
     assert home.stat().st_mode & 0o777 == 0o700
-    node = FirstRun.create(checkout, environ, user=user)
+    node = FirstRun.create(checkout, user_environ(user, home, jars), user=user)
     try:
         _landed(node, node.make_run())
         status = json.loads(node.shoal("status", "--json").stdout)

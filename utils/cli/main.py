@@ -140,6 +140,9 @@ def load_settings(args: argparse.Namespace) -> Settings:
     return Settings.load(settings_file=args.settings, overrides=overrides)
 
 
+DATA_ON_STDOUT = {"dump"}  # commands whose stdout is records for a pipe: their logs go to stderr
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -147,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"shoal: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings, component=args.command)
+    setup_logging(settings, component=args.command, stdout_is_data=args.command in DATA_ON_STDOUT)
     _serve_metrics(settings, args.command)
     command = _component(COMMANDS[args.command][0])
     try:

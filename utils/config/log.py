@@ -179,10 +179,13 @@ def stdout_stream() -> TextIO:
     return io.TextIOWrapper(io.BufferedWriter(raw, BUFFER_BYTES), encoding="utf-8", errors="backslashreplace")
 
 
-def setup_logging(settings: Settings, component: str = "") -> None:
-    """Install the one handler of this process on the root logger."""
+def setup_logging(settings: Settings, component: str = "", stdout_is_data: bool = False) -> None:
+    """Install the one handler of this process on the root logger. A command whose stdout is its
+    output (`shoal dump`) logs to stderr instead, so a log line never lands among its records."""
     handler: logging.Handler
-    if settings.get_bool("LOG_STDOUT"):
+    if settings.get_bool("LOG_STDOUT") and stdout_is_data:
+        handler = BufferedStreamHandler(sys.stderr)
+    elif settings.get_bool("LOG_STDOUT"):
         stream = stdout_stream()
         handler = BufferedStreamHandler(stream, None if stream is sys.stdout else sys.stdout)
     else:

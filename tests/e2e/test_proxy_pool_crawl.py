@@ -118,10 +118,10 @@ def reader():
         r.close()
 
 
-def crawl(cluster: TestCluster, seeds: list[str], crawlid: str) -> None:
+def crawl(cluster: TestCluster, seeds: list[str], crawlid: str, maxdepth: int = MAXDEPTH) -> None:
     cluster.start("kafka-monitor")
     cluster.start("crawl", "--spider", "link")
-    requests = [{"url": s, "appid": "proxyapp", "crawlid": crawlid, "maxdepth": MAXDEPTH, "deny_extensions": []}
+    requests = [{"url": s, "appid": "proxyapp", "crawlid": crawlid, "maxdepth": maxdepth, "deny_extensions": []}
                 for s in seeds]  # fmt: skip
     produce(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.incoming_topic, requests)
 
@@ -238,7 +238,9 @@ def test_a_pushing_host_steps_to_level_2_and_is_then_fetched_through_the_pool(cl
     )  # fmt: skip
     with PushbackSite({host: Pushback(rate_limit=4, rate_window=2.0, retry_after=1)}, free_port(), pages=8) as site:
         firehose = reader(cluster, "crawled_firehose")
-        crawl(cluster, site.seeds(), "px3")
+        # deep enough that every page is reached whatever order the 429s' retries put the pages in (a
+        # page first found at a deeper depth is not queued again when found higher up)
+        crawl(cluster, site.seeds(), "px3", maxdepth=8)
         firehose.wait_for(lambda got: site.urls(host) <= {p["url"] for p in got if p.get("status_code") == 200},
                           timeout=90, message="every page")  # fmt: skip
         hits = list(site.log[host])

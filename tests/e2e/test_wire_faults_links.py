@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
 from tests.support.wire import PIPELINE_ROLES, Wire, start_wire
-from tests.support.wire_cluster import DETECTED_WITHIN_S, Faulted, Pipeline, healed
+from tests.support.wire_cluster import DETECTED_WITHIN_S, Pipeline, healed, pipeline_on
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port
 
@@ -57,15 +56,8 @@ def site_server() -> Iterator[tuple]:
 @pytest.fixture
 def pipeline(wire: Wire, site_server: tuple, tmp_path: Path, pg_schema_name: str,
              request: pytest.FixtureRequest) -> Iterator[Pipeline]:  # fmt: skip
-    cluster = TestCluster(wire.services, tmp_path, **SETTINGS)
-    started = Pipeline(Faulted(wire, cluster), site_server[0], pg_schema_name, MAXDEPTH)
-    yield started
-    wire.toxiproxy.reset()  # healed even when the test failed mid-fault
-    started.close()
-    cluster.stop_all()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        print("\n".join(cluster.logs()))
+    with pipeline_on(wire, tmp_path, request, site_server[0], pg_schema_name, MAXDEPTH, **SETTINGS) as started:
+        yield started
 
 
 @pytest.fixture

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
 from tests.support.toxiproxy import Toxiproxy
 from tests.support.wire import PIPELINE_ROLES, Wire, start_wire
-from tests.support.wire_cluster import DETECTED_WITHIN_S, Faulted, Pipeline, healed
+from tests.support.wire_cluster import DETECTED_WITHIN_S, Pipeline, healed, pipeline_on
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port
 
@@ -68,15 +67,9 @@ def site_server() -> Iterator[tuple]:
 
 @pytest.fixture
 def pipeline(wire: Wire, site_server: tuple, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Pipeline]:
-    cluster = TestCluster(wire.services, tmp_path, **SETTINGS)
-    started = Pipeline(Faulted(wire, cluster), site_server[0], f"rst{int(time.time() * 1000) % 10**9}", MAXDEPTH)
-    yield started
-    wire.toxiproxy.reset()  # healed even when the test failed mid-fault
-    started.close()
-    cluster.stop_all()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        print("\n".join(cluster.logs()))
+    schema = f"rst{int(time.time() * 1000) % 10**9}"
+    with pipeline_on(wire, tmp_path, request, site_server[0], schema, MAXDEPTH, **SETTINGS) as started:
+        yield started
 
 
 def test_resets_mid_produce_commit_and_copy_lose_nothing(pipeline: Pipeline) -> None:

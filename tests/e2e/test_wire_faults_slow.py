@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import TestCluster
 from tests.support.wire import PIPELINE_ROLES, Wire, start_wire
-from tests.support.wire_cluster import Faulted, Pipeline, healed
+from tests.support.wire_cluster import Pipeline, healed, pipeline_on
 from utils.demosite import SiteServer, generate_site
 from utils.demosite.generator import Site
 from utils.services import free_port
@@ -58,19 +57,13 @@ def big_pages(site: Site, every: int) -> Site:
 
 @pytest.fixture
 def pipeline(wire: Wire, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Pipeline]:
-    cluster = TestCluster(wire.services, tmp_path, **SETTINGS)
     site = generate_site(hosts=2, pages_per_host=60, seed=47, network="127.47.0", base_ip_octet=10, port=free_port())
     if "big" in request.node.name:
         site = big_pages(site, every=12)
-    with SiteServer(site, delay=0.05):
-        started = Pipeline(Faulted(wire, cluster), site, f"slow{int(time.time() * 1000) % 10**9}", MAXDEPTH)
+    schema = f"slow{int(time.time() * 1000) % 10**9}"
+    with SiteServer(site, delay=0.05), pipeline_on(wire, tmp_path, request, site, schema, MAXDEPTH,
+                                                   **SETTINGS) as started:  # fmt: skip
         yield started
-        wire.toxiproxy.reset()  # healed even when the test failed mid-fault
-        started.close()
-        cluster.stop_all()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        print("\n".join(cluster.logs()))
 
 
 def test_300_ms_with_2_s_spikes_on_every_link_in_turn_loses_nothing(pipeline: Pipeline) -> None:

@@ -8,12 +8,15 @@ tests/e2e/test_chaos.py (tests/support/delivery.py), in the firehose and in the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 
 from rest.overview import processes
@@ -208,3 +211,22 @@ def hold(fault: Callable[[], Any], seconds: float) -> None:
     """Keep `fault` (a context manager factory) on for `seconds`."""
     with fault():
         time.sleep(seconds)
+
+
+@contextlib.contextmanager
+def pipeline_on(wire: Wire, tmp_path: Path, request: pytest.FixtureRequest, site: Site, schema: str, maxdepth: int,
+                **settings: Any) -> Iterator[Pipeline]:  # fmt: skip
+    """A test's pipeline on the module's wire; afterwards every fault healed before the pipeline's
+    clients close (a half-open link would hold them), every process stopped, and the processes' logs
+    printed when the test failed."""
+    cluster = TestCluster(wire.services, tmp_path, **settings)
+    started = Pipeline(Faulted(wire, cluster), site, schema, maxdepth)
+    try:
+        yield started
+    finally:
+        wire.toxiproxy.reset()
+        started.close()
+        cluster.stop_all()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print("\n".join(cluster.logs()))

@@ -79,9 +79,24 @@ def test_a_sink_killed_mid_batch_loses_and_duplicates_nothing(
     assert second.alive()
 
 
-def _server_processes(postgres: Postgres) -> list[psutil.Process]:
+def _suspend_server(postgres: Postgres) -> list[psutil.Process]:
+    """SIGSTOP the postmaster first (no new backends start), then every backend still alive: one
+    that ends between the listing and its signal (a closed test connection's) is simply skipped."""
     server = psutil.Process(postgres.service.pid)
-    return [server, *server.children(recursive=True)]
+    server.suspend()
+    stopped = [server]
+    for child in server.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.suspend()
+            stopped.append(child)
+    return stopped
+
+
+def _resume(stopped: list[psutil.Process]) -> None:
+    """SIGCONT each: the postmaster, running again, reaps the backends that were already exiting."""
+    for process in stopped:
+        with contextlib.suppress(psutil.Error):
+            process.resume()
 
 
 def test_a_stalled_postgresql_fails_the_batch_at_the_deadline_and_nothing_is_lost(
@@ -97,18 +112,13 @@ def test_a_stalled_postgresql_fails_the_batch_at_the_deadline_and_nothing_is_los
     try:
         _send(plain_cluster, _pages(0, 100))
         wait_count(own_postgres, pg_schema, "crawl_log", 100)
-        stalled = _server_processes(own_postgres)  # now: the sink's backend is among them
-        for process in stalled:
-            process.suspend()  # SIGSTOP: the sockets stay open, nothing answers
+        stalled = _suspend_server(own_postgres)  # the sink's backend among them: sockets open, no answers
         _send(plain_cluster, _pages(100, 100))
         wait_until(lambda: "PostgreSQL unavailable" in caplog.text, 30,
                    message="the sink waits on the stalled server")  # fmt: skip
-        for process in stalled:
-            process.resume()
+        _resume(stalled)
         wait_count(own_postgres, pg_schema, "crawl_log", 200)
         wait_count(own_postgres, pg_schema, "pages", 200)
     finally:
-        for process in stalled:
-            with contextlib.suppress(psutil.Error):
-                process.resume()
+        _resume(stalled)
         sink.close()

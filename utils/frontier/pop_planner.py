@@ -117,7 +117,7 @@ class PopPlanner:
         so an app waiting there is seen). The rank is the order in which the apps would be dealt
         more, for a shard without due domains of the apps dealt to it.
         """
-        if len(self.tags) == 1:
+        if len(self.tags) == 1 or not quotas:
             return dict.fromkeys(quotas, "")
         counts: Counter[str] = Counter()
         for held in self.app_leases.values():

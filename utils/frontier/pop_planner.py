@@ -17,9 +17,10 @@ out to the apps and the shards asked (`deals`), since a shard's script sees only
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container
 
 import ujson
 
@@ -124,25 +125,39 @@ class PopPlanner:
             counts.update(held)
         if not counts:
             return dict.fromkeys(quotas, "{}")
-        apps = sorted(counts)
-
-        def next_app(among: Iterable[str]) -> str:
-            return min(among, key=lambda app: ((counts[app] + 1) / weight(app), app))
-
+        weights = {app: weight(app) for app in counts}
+        line = [((n + 1) / weights[app], app) for app, n in counts.items()]  # the next app to deal first
+        heapq.heapify(line)
         tags = list(quotas)
         self._turn = (self._turn + 1) % len(tags)
-        left = {tag: quotas[tag] for tag in tags[self._turn :] + tags[: self._turn]}
         dealt: dict[str, Counter[str]] = {tag: Counter() for tag in tags}
-        while any(left.values()):
-            for tag in left:
-                if left[tag] > 0:
-                    app = next_app(self.app_leases.get(tag) or apps)
+        order = [
+            (quotas[tag], self.app_leases.get(tag) or counts, dealt[tag])
+            for tag in tags[self._turn :] + tags[: self._turn]
+        ]
+        for i in range(max(quotas.values())):  # one lease to each shard in turn
+            for quota, among, got in order:
+                if i < quota:
+                    app = self._next_app(line, among)
                     counts[app] += 1
-                    dealt[tag][app] += 1
-                    left[tag] -= 1
+                    heapq.heappush(line, ((counts[app] + 1) / weights[app], app))
+                    got[app] += 1
         self._dealt = dealt
-        rank = {app: i for i, app in enumerate(sorted(apps, key=lambda app: ((counts[app] + 1) / weight(app), app)))}
-        return {tag: ujson.dumps({app: [dealt[tag][app], rank[app]] for app in apps}) for tag in tags}
+        rank = {app: i for i, (_, app) in enumerate(sorted(line))}
+        return {tag: ujson.dumps({app: [dealt[tag][app], rank[app]] for app in rank}) for tag in tags}
+
+    @staticmethod
+    def _next_app(line: list[tuple[float, str]], among: Container[str]) -> str:
+        """Take the first app of `line` that is `among` out of it (the ones before it stay)."""
+        passed = []
+        while True:
+            entry = heapq.heappop(line)
+            if entry[1] in among:
+                break
+            passed.append(entry)
+        for other in passed:
+            heapq.heappush(line, other)
+        return entry[1]
 
     def finish(self, max_items: int, popped: dict[str, Popped]) -> None:
         """After the last round: a short batch makes the next pop read every shard's sets."""

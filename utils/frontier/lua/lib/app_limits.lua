@@ -130,7 +130,7 @@ local function al_leased(al, appid)
     al.total = al.total + 1
   end
   al.added[appid] = (al.added[appid] or 0) + 1
-  if al.dealt then al.dealt[appid] = {al_dealt(al, appid) - 1, 0} end
+  if al.dealt then al.dealt[appid] = {al_dealt(al, appid) - 1, (al.dealt[appid] or {})[2]} end
   local lim = al_limit(al, appid)
   if lim and tonumber(lim[2]) > 0 then
     al.pace[appid] = math.max(al_tat(al, appid), al.now) + AL_MINUTE / tonumber(lim[2])

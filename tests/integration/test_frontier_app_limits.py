@@ -96,7 +96,7 @@ def test_when_slots_are_the_bottleneck_apps_share_them_by_weight(redis_db: redis
     got: Counter[str] = Counter()
     while sum(got.values()) < 25:  # a crawler with 25 slots, each pop filling what is free
         got += leased(frontier, min(3, 25 - sum(got.values())))
-    # arrival order gives 12-13 each; by weight, 5 and 20 (per shard on a cluster: roughly)
+    # arrival order gives 12-13 each; by weight, 5 and 20 (on a cluster: dealt out by the pop planner)
     assert got["heavy"] >= 17, got
     assert Frontier(redis_db, slot_shares=False).pop("link", 50, OPEN).leases  # the rest still leased
 

@@ -28,17 +28,22 @@ from utils.demosite import Site
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 ON = {"extract": ["text", "markdown"]}
-KEEP = ("pages", "pages_per_s", "cpu_ms_per_page", "machine_cpu_ms_per_page")  # per run, from base.run_shoal
+# per run: base.run_shoal's figures (its cpu_ms_per_page the crawler's process tree here) and the crawler alone
+KEEP = ("pages", "pages_per_s", "cpu_ms_per_page", "crawler_process_cpu_ms_per_page", "machine_cpu_ms_per_page")
+OWN: list[float] = []  # the crawler process's own CPU seconds at each tree reading of the current run
 
 
 def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its living children (the extraction workers)."""
+    """User + system CPU of a process and its living children (the extraction workers); its own
+    CPU is noted in OWN, so that the workers' share is the tree's less the crawler's."""
     try:
         process = psutil.Process(pid)
-        total = sum(process.cpu_times()[:2])
-        return total + sum(sum(child.cpu_times()[:2]) for child in process.children(recursive=True))
+        own = sum(process.cpu_times()[:2])
+        children = sum(sum(child.cpu_times()[:2]) for child in process.children(recursive=True))
     except psutil.NoSuchProcess:
         return 0.0
+    OWN.append(own)
+    return own + children
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def crawl(shape: dict[str, Any], site: Site, workers: int) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
-    """ROUNDS interleaved pairs of crawls, off then on; the load average before each round and after the last."""
+    """ROUNDS interleaved pairs of crawls, off then on; the load average before each crawl and after the last."""
     runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
     loads = []
     original = base._cpu_seconds
@@ -80,13 +85,16 @@ def crawl(shape: dict[str, Any], site: Site, workers: int) -> tuple[dict[str, li
                 with bench_cluster(**base.SHOAL, EXTRACT_WORKERS=workers) as cluster:
                     roots = base.service_roots(cluster, server_pid)
                     for round_ in range(ROUNDS):
-                        loads.append(Path("/proc/loadavg").read_text().split()[0])
                         for kind, fields in (("off", None), ("on", ON)):
+                            loads.append(Path("/proc/loadavg").read_text().split()[0])
+                            OWN.clear()
                             run = base.run_shoal(cluster, shape, site, 1, f"{kind}{round_}", roots, fields)
+                            run["crawler_process_cpu_ms_per_page"] = 1000 * (OWN[-1] - OWN[0]) / (run["pages"] - 1)
                             runs[kind].append(run)
                             print(
                                 f"round {round_ + 1} {kind}: {run['pages']} pages, {run['pages_per_s']:.1f} pages/s, "
-                                f"{run['cpu_ms_per_page']:.2f} crawler tree ms/page, "
+                                f"{run['cpu_ms_per_page']:.2f} crawler tree ms/page "
+                                f"(crawler process {run['crawler_process_cpu_ms_per_page']:.2f}), "
                                 f"{run['machine_cpu_ms_per_page']:.2f} machine ms/page, load {loads[-1]}",
                                 flush=True,
                             )
@@ -112,6 +120,9 @@ def summarise(runs: dict[str, list[dict[str, Any]]], loads: list[str], site: str
         figures[kind] = {key: base.spread([r[key] for r in found]) for key in KEEP}
     figures["ratio_pages_per_s"] = per_round("pages_per_s", lambda on, off: on / off)
     figures["extra_cpu_ms_per_page"] = per_round("cpu_ms_per_page", lambda on, off: on - off)
+    figures["extra_crawler_process_cpu_ms_per_page"] = per_round(
+        "crawler_process_cpu_ms_per_page", lambda on, off: on - off
+    )
     figures["extra_machine_cpu_ms_per_page"] = per_round("machine_cpu_ms_per_page", lambda on, off: on - off)
     figures["all_runs"] = {kind: [{k: round(r[k], 2) for k in KEEP} for r in found] for kind, found in runs.items()}
     return figures

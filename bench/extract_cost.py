@@ -62,10 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     site = base.build_site(shape)
     runs, loads = crawl(shape, site, args.workers)
     figures = summarise(runs, loads, args.site, args.workers)
-    checks = {
-        "pages/s with text + markdown >= 0.8 x off (median)": figures["ratio_pages_per_s"]["median"] >= 0.8,
-        "every run crawled the same pages": len({r["pages"] for found in runs.values() for r in found}) == 1,
-    }
+    checks = {"pages/s with text + markdown >= 0.8 x off (median)": figures["ratio_pages_per_s"]["median"] >= 0.8}
     print(json.dumps(figures, indent=1))
     print_checks(checks)
     write_result("extract_cost" if args.site == "realistic" else "extract_cost_demo", figures, checks)

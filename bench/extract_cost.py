@@ -4,8 +4,9 @@ site, server, settings and CPU accounting: the extraction workers are the crawle
 
 `--site realistic` (the default) is crawl_vs_scrapy's own: pages of 10-100 KB served by nginx; `--site demo`
 its 2 KB pages from the asyncio server. `--pages N` per host (default 1,500, 4 hosts).
-Prints pages/s of each, their ratio (target >= 0.8), and CPU per page: the crawler's process tree
-and the whole machine's (other load included: the load average is printed with each round).
+Prints pages/s of each, their ratio (target >= 0.8), and CPU per page: the crawler's process tree,
+the crawler process alone (the workers' share is the difference) and the whole machine's (other
+load included: the load average is printed with each crawl).
 Zero cost when off is checked by the tests (no worker started, trafilatura never imported:
 tests/unit/test_extract_off.py); here "off" is the same crawl as crawl_vs_scrapy's.
 Writes bench/results/extract_cost.json (extract_cost_demo.json for the demo site).

@@ -150,7 +150,10 @@ def test_pages_sent_behind_a_page_that_took_its_worker_down_go_to_the_next_worke
     waiting, release = threading.Event(), threading.Event()
     got: dict[str, Result] = {}
     done = threading.Event()
-    pages = [Job(PAGE, f"https://news.example/{i}", ("text",), False) for i in range(7)]
+    # The first page takes seconds to extract (60,000 paragraphs), so it outlives a short deadline
+    # however fast the machine; a deadline alone could be beaten by a worker already done with it.
+    slow = PAGE.replace(ARTICLE, " ".join(f"<p>Paragraph {i} of a very long story.</p>" for i in range(60_000)))
+    pages = [Job(slow if i == 0 else PAGE, f"https://news.example/{i}", ("text",), False) for i in range(7)]
 
     def answered(job: Job) -> Any:
         def record(result: Result) -> None:
@@ -168,7 +171,7 @@ def test_pages_sent_behind_a_page_that_took_its_worker_down_go_to_the_next_worke
         for job in pages:  # queued while the dispatcher waits in the warm-up's callback: sent together
             pool.submit(job, answered(job))
         assert waiting.wait(120)
-        pool.seconds = 1e-6
+        pool.seconds = 0.5
         release.set()
         assert done.wait(120)
         assert got[pages[0].url].error == "timeout"

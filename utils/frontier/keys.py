@@ -110,7 +110,8 @@ def inflight(spiderid: str) -> str:
 
 def app_leases(spiderid: str) -> str:
     """HASH appid -> the app's requests leased from this shard and not settled yet (lua/lib/app_limits.lua):
-    what its max_inflight quota is checked against where requests are leased."""
+    what its max_inflight quota is checked against where requests are leased, and the apps' slot shares
+    (on a Redis Cluster each pop hands it back to the pop planner)."""
     return f"{spiderid}:app_leases"
 
 

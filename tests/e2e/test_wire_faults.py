@@ -25,7 +25,7 @@ from tests.support.cluster import TestCluster
 from tests.support.delivery import check_delivery
 from tests.support.kafka import TopicReader
 from tests.support.services import wait_until
-from tests.support.wire import Wire, start_wire
+from tests.support.wire import Wire
 from tests.support.wire_cluster import DETECTED_WITHIN_S, HEALED_WITHIN_S, Faulted, feed
 from utils.config.clients import ensure_topics
 from utils.demosite import SiteServer, generate_site
@@ -39,14 +39,7 @@ PARTITION_S = 20.0  # seconds: longer than every client timeout on the link and 
 SETTINGS = {"QUEUE_HITS": 6, "QUEUE_WINDOW": 1, "CONCURRENT_REQUESTS": 4, "KAFKA_TOPIC_PARTITIONS": 3}
 
 
-@pytest.fixture(scope="module")
-def wire(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wire]:
-    """Services of this module alone behind Toxiproxy: its faults disturb no other test."""
-    with start_wire(tmp_path_factory.mktemp("wire")) as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture
 def site_server() -> Iterator[tuple]:
     site = generate_site(hosts=3, pages_per_host=100, seed=45, network="127.45.0", base_ip_octet=10, port=free_port())
     with SiteServer(site, delay=0.05) as server:

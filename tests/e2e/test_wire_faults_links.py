@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.services import wait_until
 from tests.support.wire import Wire
-from tests.support.wire_cluster import DETECTED_WITHIN_S, Pipeline, healed, pipeline_on
+from tests.support.wire_cluster import DETECTED_WITHIN_S, SCRAPE_EVERY_S, Pipeline, healed, pipeline_on
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port
 
@@ -86,7 +86,7 @@ def through_faults(pipeline: Pipeline, kind: str, links: list[tuple[str, str]]) 
         with fault(link):
             began = time.monotonic()
             wait_until(lambda v=victim, s=service: faulted.dependency_up(v, s) == 0, timeout=DETECTED_WITHIN_S,
-                       message=f"{victim.name} never reported {service} down")  # fmt: skip
+                       interval=SCRAPE_EVERY_S, message=f"{victim.name} never reported {service} down")  # fmt: skip
             detected = time.monotonic() - began
             if role == "rest":
                 assert answers(pipeline.rest_url + "/", within=5), "the gateway hangs while a link is down"

@@ -22,7 +22,7 @@ import pytest
 from tests.support.services import wait_until
 from tests.support.toxiproxy import Toxiproxy
 from tests.support.wire import Wire
-from tests.support.wire_cluster import DETECTED_WITHIN_S, Pipeline, healed, pipeline_on
+from tests.support.wire_cluster import DETECTED_WITHIN_S, SCRAPE_EVERY_S, Pipeline, healed, pipeline_on
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port
 
@@ -93,7 +93,7 @@ def test_half_open_crawler_and_monitor_links_lose_nothing(pipeline: Pipeline) ->
         with faulted.wire.toxiproxy.half_open(link):
             began = time.monotonic()
             wait_until(lambda v=victim, s=service: faulted.dependency_up(v, s) == 0, timeout=HALF_OPEN_NAMED_WITHIN_S,
-                       message=f"{victim.name} never reported {service} down")  # fmt: skip
+                       interval=SCRAPE_EVERY_S, message=f"{victim.name} never reported {service} down")  # fmt: skip
             detected = time.monotonic() - began
             time.sleep(max(FAULT_S - detected, 0))
         lines.append(f"{link} half-open: named after {detected:.1f} s, healthy {healed(faulted, link):.1f} s after")

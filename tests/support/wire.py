@@ -102,7 +102,8 @@ def start_wire(run_dir: Path, roles: Iterable[str] = ROLES, timeout: float = 90)
     ports = iter(free_ports(5 + 5 * len(roles)))  # distinct: free_port() twice may give one port twice
     proxy_server = toxiproxy_service(run_dir, next(ports))
     started = LocalServices(run_dir, {"toxiproxy": proxy_server})
-    postgres, pg_root = start_postgres() if set(roles) & set(POSTGRES_ROLES) else (None, None)
+    postgres: Postgres | None = None
+    pg_root: Path | None = None
     try:
         proxy_server.start()
         proxy_server.wait_ready(timeout)
@@ -112,6 +113,10 @@ def start_wire(run_dir: Path, roles: Iterable[str] = ROLES, timeout: float = 90)
         role_ports = {role: (next(ports), next(ports)) for role in roles}
         kafka_port, controller = next(ports), next(ports)
         started.services["kafka"] = _broker(run_dir, kafka_port, controller, role_ports)
+        for name in ("redis", "zookeeper", "kafka"):
+            started.services[name].start()
+        if set(roles) & set(POSTGRES_ROLES):  # while the broker boots, the slowest to answer
+            postgres, pg_root = start_postgres()
         addresses: dict[tuple[str, str], str] = {}
         for role in roles:
             for name in ("redis", "zookeeper"):
@@ -121,8 +126,6 @@ def start_wire(run_dir: Path, roles: Iterable[str] = ROLES, timeout: float = 90)
             if postgres is not None and role in POSTGRES_ROLES:
                 addresses[(role, "postgres")] = api.proxy(Wire.link(role, "postgres"), postgres.service.address,
                                                           next(ports))  # fmt: skip
-        for name in ("redis", "zookeeper", "kafka"):
-            started.services[name].start()
         for name in ("redis", "zookeeper", "kafka"):
             started.services[name].wait_ready(timeout)
         yield Wire(started, api, addresses, postgres)

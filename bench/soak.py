@@ -9,8 +9,8 @@ private services. The crawl is throttle-bound, not CPU-bound: one fetch per host
 seconds (QUEUE_HITS 1, moderated), and the host indexes are seeded evenly over the first window, so
 the node's rate is HOSTS / window pages/s from the start (13.3 with the defaults), well below what
 two cores can fetch: a fall in pages/s is the node's, not the neighbours'. The window (25 minutes)
-ends before the reference minute 30, so every host is known by then and growth after it is a leak. Host indexes are revisited (the
-crawl's `revisit` policy, ahead of new pages).
+ends before the reference minute 30, so every host is known by then and growth after it is a leak.
+Host indexes are revisited (the crawl's `revisit` policy, ahead of new pages).
 Every --report-every seconds (300 by default) one line: pages/s since the last line, load average,
 RSS and open fds of every process (components and services), Redis used_memory and key count,
 queued requests, the kafka monitor's and the sink's consumer lag, PostgreSQL table sizes.

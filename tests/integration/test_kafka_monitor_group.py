@@ -34,6 +34,7 @@ MESSAGES = 10_000
 PARTITIONS = 6
 DOMAINS = [f"burst{i}.com" for i in range(20)]
 CRAWLS = [f"crawl{i}" for i in range(5)]
+COMMIT_IN_FLIGHT = 0.5  # seconds: longer than the broker takes to apply a commit already sent, even under load
 
 
 def burst() -> list[dict[str, Any]]:
@@ -80,8 +81,10 @@ def kill_mid_batch(cluster: TestCluster, victim: Component, timeout: float = 30)
     while time.monotonic() < deadline:
         os.killpg(victim.pid, signal.SIGSTOP)
         if written_not_committed(cluster, partitions):
-            victim.kill()
-            return True
+            time.sleep(COMMIT_IN_FLIGHT)  # a commit the victim sent just before it froze can still land
+            if written_not_committed(cluster, partitions):
+                victim.kill()
+                return True
         os.killpg(victim.pid, signal.SIGCONT)
         time.sleep(0.002)
     return False

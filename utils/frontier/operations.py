@@ -198,6 +198,7 @@ class Frontier:
             slots.append(("acks", len(pipe), positions))
             args = self._flat([self.state_timeout], (a.argv() for a in acks))
             evalsha_in(pipe, self.scripts.ack, keys.shard_route(tag), args)
+        self._settled_shares(batch)
         pops = self._add_pops(pipe, pop, set()) if pop is not None else []
         self.round_trips += 1
         results = pipe.execute()
@@ -213,6 +214,18 @@ class Frontier:
             return out, None
         return out, self._gather(pop, {tag: decode_pop(pop.spiderid, tag, results[i]) for tag, i in pops})
 
+    def _settled_shares(self, batch: Settlement) -> None:
+        """The leases this batch settles leave the planners' counts of the apps' leases in flight at once
+        (the shards' next replies confirm them), so the pops sent with them share the slots freed."""
+        if not self.slot_shares or not self.shards.clustered:
+            return
+        for spiderid, tag, appid in [(a.spiderid, a.tag, a.appid) for a in batch.acks] + [
+            (r.lease.spiderid, r.lease.tag, r.lease.record["appid"]) for r in batch.retries
+        ]:
+            planner = self._planners.get(spiderid)
+            if planner is not None:
+                planner.settled(tag, appid)
+
     def _add_pops(self, pipe: Any, pop: PopCall, tried: set[str], first: bool = True) -> list[tuple[str, int]]:
         """Queue the pop calls the planner asks for (shards not tried yet); (tag, pipeline index) each."""
         planner = self._planner(pop.spiderid, read_heads=first)
@@ -220,9 +233,12 @@ class Frontier:
         pops = []
         app_limits = self.apps.lease_limits(self.shards.count)
         shares = self.apps.slot_weights() if self.slot_shares else ""
-        for tag, quota in planner.quotas(pop.max_items, exclude=tried).items():
+        quotas = planner.quotas(pop.max_items, exclude=tried)
+        deals = planner.deals(quotas, self.apps.weight) if shares else {}
+        for tag, quota in quotas.items():
             pops.append((tag, len(pipe)))
-            args = pop.argv(tag, quota, self.lease_timeout, self.state_timeout, app_limits, shares)
+            args = pop.argv(tag, quota, self.lease_timeout, self.state_timeout, app_limits, shares,
+                            deals.get(tag, ""))  # fmt: skip
             evalsha_in(pipe, self.scripts.pop, keys.shard_route(tag), args)
         return pops
 
@@ -262,20 +278,23 @@ class Frontier:
                 pipe.zrange(keys.classes_snoozed(sid), 0, 0, withscores=True)
                 pipe.zrange(keys.delayed(sid), 0, 0, withscores=True)
                 pipe.exists(keys.heads(sid))
+                pipe.hgetall(keys.app_leases(sid))  # the slot shares' counts (lib/app_limits.lua), fresh
             replies = pipe.execute()
             self.round_trips += 1
             now = time.time()
             best: dict[str, float | None] = {}
             due: dict[str, float] = {}
+            held: dict[str, dict[str, int]] = {}
             for i, tag in enumerate(self.shards.tags):
-                ready, snoozed, delayed, has_work = replies[4 * i : 4 * i + 4]
+                ready, snoozed, delayed, has_work, app_leases = replies[5 * i : 5 * i + 5]
+                held[tag] = {text(app): n for app, v in app_leases.items() if (n := int(v)) > 0}
                 best[tag] = float(ready[0][1]) if ready else None
                 times = [float(s[0][1]) for s in (snoozed, delayed) if s]
                 if has_work and not ready and not snoozed:
                     times.append(now)  # work in neither set: the shard's next pop repairs it
                 if times:
                     due[tag] = min(times)
-            planner.learn_heads(best, due, now)
+            planner.learn_heads(best, due, now, held)
         return planner
 
     # --- idle wait ---------------------------------------------------------------------------------

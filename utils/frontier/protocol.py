@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
+import ujson
+
 from utils.frontier import crawl_request
 from utils.frontier.types import SLOT_SLACK, Lease, Popped, ThrottlePolicy
 
@@ -26,11 +28,12 @@ class PopCall(NamedTuple):
     scan_limit: int = 500
 
     def argv(self, tag: str, quota: int, lease_timeout: float, state_timeout: int, app_limits: str = "",
-             shares: str = "") -> list[Any]:  # fmt: skip
+             shares: str = "", dealt: str = "") -> list[Any]:  # fmt: skip
         """pop.lua's ARGV for the shard `tag`, asked for `quota` of the leases; `app_limits`: the
-        apps' lease-time quotas, `shares`: their weights ('' = slots not shared; utils/frontier/weights.py)."""
+        apps' lease-time quotas, `shares`: their weights ('' = slots not shared; utils/frontier/weights.py),
+        `dealt`: the leases the caller deals to each app in this call (Redis Cluster; '' = one shard)."""
         return [tag + self.spiderid, quota, lease_timeout, self.scan_limit, *self.throttle.argv(tag), state_timeout,
-                PROMOTE_MAX, app_limits, shares]  # fmt: skip
+                PROMOTE_MAX, app_limits, shares, dealt]  # fmt: skip
 
     def remaining(self, leased: int) -> PopCall:
         """The same call for what is left once `leased` leases came back."""
@@ -43,6 +46,7 @@ class PopHeader(NamedTuple):
     wait_ms: int  # until the shard may next hand out something (0 = now, -1 = nothing waiting)
     denied: int  # domains the call snoozed on their throttle
     best: str  # the best score among the ready domains ('' = none)
+    app_leases: str  # JSON {appid: leases in flight} of the shard, when asked with a deal ('' = not)
 
 
 class PoppedRow(NamedTuple):
@@ -64,7 +68,7 @@ def decode_pop(spiderid: str, tag: str, flat: list[Any]) -> Popped:
     """pop.lua's flat reply (the header, then one row per lease) as the leases of one shard.
 
     A row whose crawl or payload is gone is dropped: nothing to crawl; the reaper ends its lease."""
-    header = PopHeader(int(flat[0]), int(flat[1]), text(flat[2]))
+    header = PopHeader(int(flat[0]), int(flat[1]), text(flat[2]), text(flat[3]))
     received = time.time()
     leases = []
     for i in range(HEADER_SIZE, len(flat), ROW_SIZE):
@@ -76,7 +80,8 @@ def decode_pop(spiderid: str, tag: str, flat: list[Any]) -> Popped:
         record = crawl_request.restore(row.payload, row.profile, spiderid, appid, crawlid, row.member)
         leases.append(Lease(spiderid, row.domain, row.member, record, tag, received, row.level))
     wait = None if header.wait_ms < 0 else header.wait_ms / 1000
-    return Popped(leases, wait, header.denied, float(header.best) if header.best else None)
+    app_leases = ujson.loads(header.app_leases) if header.app_leases else None
+    return Popped(leases, wait, header.denied, float(header.best) if header.best else None, app_leases)
 
 
 class LateFetch(NamedTuple):

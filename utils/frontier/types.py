@@ -114,6 +114,7 @@ class Popped:
     retry_after: float | None  # None: nothing is waiting on a throttle or a retry time
     denied: int = 0  # domains with work that their throttle held back during this pop
     best_left: float | None = None  # the shard's best queue score after the pop (None: nothing queued)
+    app_leases: dict[str, int] | None = None  # the shard's leases in flight per app (Redis Cluster, slot shares)
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,11 @@
 -- ARGV[11] crawl state idle TTL (s)   ARGV[12] most due retries to move back into queues per call
 -- ARGV[13] the apps' lease-time quotas, this shard's part (lib/app_limits.lua; '' = none)
 -- ARGV[14] the apps' weights, for sharing the leases between them (lib/app_limits.lua; '' = not shared)
+-- ARGV[15] the apps' leases dealt to this call by its caller, JSON {appid: n} (Redis Cluster; '' = one shard)
 -- Returns a flat array: the milliseconds until this shard may next hand out something (0 = now,
 -- -1 = nothing queued or waiting), how many domains this call snoozed on their throttle, the best
--- score among the ready domains ('' = none), then domain, queue member, payload, crawl
+-- score among the ready domains ('' = none), this shard's leases in flight per app after the call
+-- (JSON, with ARGV[15] and the shares on; else ''), then domain, queue member, payload, crawl
 -- (`<appid>\t<crawlid>`, '' if unknown), ladder level (<sid>:ladder_levels, 0 = none) and the JSON
 -- of its crawl-level fields ('' = none; lib/stored.lua) for each lease.
 --
@@ -38,10 +40,11 @@
 -- head is the fair choice between crawls at no cost here; a queue that empties drops that state.
 --
 -- With the apps' weights given (ARGV[14]), a due domain whose next request's app holds more than its
--- weight's share of this shard's leases in flight is skipped (SKIP_MOST at most per class) until
--- its class's other due domains were looked at (lib/app_limits.lua): crawler slots go to the apps by
--- weight when they are the bottleneck, and every due domain is still leased when they are not. Strict
--- priority holds: only within a class.
+-- weight's share of this shard's leases in flight (on a cluster: whose app has no lease left in the
+-- call's deal, ARGV[15]) is skipped (SKIP_MOST at most per class) until its class's other due domains
+-- were looked at (lib/app_limits.lua): crawler slots go to the apps by weight when they are the
+-- bottleneck, and every due domain is still leased when they are not. Strict priority holds: only
+-- within a class.
 --
 -- Before the lease loop, four maintenance passes, each a lib with its contract at its top:
 -- override changes (lib/overrides.lua), due retries back into their queues (lib/retries.lua),
@@ -71,12 +74,12 @@ local state_ttl, promote_max = tonumber(ARGV[11]), tonumber(ARGV[12] or '100')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local rules = tr_rules(now, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', overrides)
-local al = al_new(sid, ARGV[13], now, ARGV[14])  -- apps' lease-time quotas and shares; their leases counted
+local al = al_new(sid, ARGV[13], now, ARGV[14], ARGV[15])  -- apps' lease-time quotas and shares; their leases counted
 local line, line_of, heads = K.line(sid), K.line_of(sid), K.heads(sid)
 local throttles = K.throttles(prefix)
 local own = prefix == K.spider_throttle_prefix(sid)  -- the line carries the states (lib/domain_sets.lua)
 local BLACKLIST_RECHECK = 5  -- seconds a blacklisted domain sleeps before it is looked at again
-local HEAD, ROW = 3, 6  -- the reply's header values, and values per lease
+local HEAD, ROW = 4, 6  -- the reply's header values, and values per lease
 local SKIP_MOST = 64  -- due domains a call skips at most for their app's share (then it leases them)
 
 -- The call's state `b`, handed to every step below as an argument. What changes the line, written
@@ -88,7 +91,7 @@ local SKIP_MOST = 64  -- due domains a call skips at most for their app's share 
 -- reply (`out`), the <sid>:inflight entries, the payloads to read per crawl, the crawls' tally.
 local b = {leaving = {}, entering = {}, owner = {}, changed = {}, touched = {}, states = {}, carry = {},
            th_out = {}, th_need = 0, throttles_exp = nil,  -- throttles_exp: nil = not read yet
-           leased = 0, work = 0, denied = 0, out = {0, 0, ''}, entries = {}, payloads = {},
+           leased = 0, work = 0, denied = 0, out = {0, 0, '', ''}, entries = {}, payloads = {},
            crawls = cc_new(sid), stamps = {}, skipped = {}, skip = false, no_skip = false}
 
 -- Keep the domain's new state (kept until `exp`): carried in the line while it stays there.
@@ -228,7 +231,7 @@ local function examine(b, d, m, score)
     local crawl = cc_crawl(b.crawls, head[1])
     if crawl then at = now + al_wait(al, crawl.appid) end  -- over a lease-time quota: it waits as on its throttle
     if at <= now and crawl and not b.no_skip and al_over_share(al, crawl.appid) then
-      b.skip = true  -- its app has more than its share of the slots: after the class's other due domains
+      b.skip = crawl.appid  -- its app has more than its share of the slots: after the class's other due domains
       b.work = b.work + 1
       return false
     end
@@ -292,13 +295,14 @@ while b.leased < max_items and b.work < budget do
       b.no_skip = #skipped >= SKIP_MOST  -- a bounded look past them, whatever the other apps have due
       if examine(b, d, due[j], score) then break end
       if b.skip then
+        skipped[#skipped + 1] = {d, due[j], al_rank(al, b.skip, #skipped)}
         b.skip = false
-        skipped[#skipped + 1] = {d, due[j]}
       end
     end
     b.no_skip = false
   elseif #skipped > 0 then  -- every due domain of the class was looked at: the skipped ones now, in order
-    b.skipped[c], b.no_skip = {}, true
+    b.skipped[c], b.no_skip = {}, true  -- (on a cluster, their apps' in the caller's deal first)
+    table.sort(skipped, function(x, y) return x[3] < y[3] end)
     for _, e in ipairs(skipped) do
       if b.leased >= max_items or examine(b, e[1], e[2], score) then break end
     end
@@ -330,6 +334,7 @@ for requests, p in pairs(b.payloads) do
 end
 cc_write(b.crawls, state_ttl)
 al_write(al)
+out[4] = al_report(al)
 -- Each lease's ladder level as its crawlers last wrote it with the domain's pace (ladder_pace.lua):
 -- the level whose pace this call's throttle spent its hit at, whatever the domain does afterwards.
 if #b.stamps > 0 then

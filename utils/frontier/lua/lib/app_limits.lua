@@ -14,11 +14,24 @@
 --
 -- Slot shares: with the apps' weights given (JSON {appid: weight}, `\tdefault` for the others; '' = off),
 -- an app whose share of this shard's leases in flight is above its weight's share among the apps with
--- leases in flight or with due domains seen by the call is over its share (al_over_share): pop.lua skips its due domains until the class's
--- other due domains were looked at, so when crawler slots are the bottleneck they go to the apps by
--- weight, and when they are not every due domain is still leased in the same call.
+-- leases in flight or with due domains seen by the call is over its share (al_over_share): pop.lua skips
+-- its due domains until the class's other due domains were looked at, so when crawler slots are the
+-- bottleneck they go to the apps by weight, and when they are not every due domain is still leased in
+-- the same call.
+-- On a Redis Cluster a shard holds a few of a crawler's slots, too few to share by weight alone (each app
+-- would keep at least one per shard), its script may read no other shard's slot, and the shards of one
+-- pop decide at once. So there the caller shares (utils/frontier/pop_planner.py): each pop hands back
+-- its shard's counts (al_report), and the caller deals each round's leases out to the apps by weight
+-- over the whole cluster and to the shards asked, and tells each shard its deal (JSON {appid: [n, rank]}:
+-- the apps it knows to have leases in flight, with the leases dealt to them here, 0 for none, and the
+-- order in which they would be dealt more; '' = one shard). An app dealt none here is over its share;
+-- an app the caller knew nothing of gets one lease. When the skipped domains are leased after all (no
+-- due domain of the apps dealt), the apps next in the deal's order go first (al_rank).
 --
--- al_new(sid, json, now, weights) -> a call's state `al` (al.limited: some app has a quota; al.sharing);
+-- al_new(sid, json, now, weights, dealt) -> a call's state `al` (al.limited: some app has a quota;
+-- al.sharing); al_report(al) -> this shard's counts as JSON, for a cluster's caller ('' otherwise), with
+-- 0 for the apps whose due domains the call looked at and skipped;
+-- al_rank(al, appid, i) -> where a domain skipped i-th goes among the skipped when they are leased;
 -- al_wait(al, appid) -> 0 when the app may lease one more now, else seconds until it may;
 -- al_leased(al, appid): count one lease; al_write(al): write the counts, once per app;
 -- al_settled(sid, appid, n): n leases of the app were settled.
@@ -28,12 +41,13 @@
 local AL_RECHECK = 0.5  -- seconds a domain waits when its app has its most requests in flight
 local AL_MINUTE = 60
 
-local function al_new(sid, json, now, weights)
+local function al_new(sid, json, now, weights, dealt)
   local limits = (json and json ~= '' and json ~= '{}') and cjson.decode(json) or {}
   local al = {sid = sid, now = now, limits = limits, limited = next(limits) ~= nil, count = {}, added = {}, pace = {},
               sharing = weights ~= nil and weights ~= '', total = 0, seen = {}}
   if al.sharing then  -- every app's leases in flight, read once: a few fields, one per app
     al.weights = cjson.decode(weights)
+    if dealt and dealt ~= '' then al.dealt = cjson.decode(dealt) end
     local all = redis.call('HGETALL', K.app_leases(sid))
     for i = 1, #all, 2 do
       local n = math.max(0, tonumber(all[i + 1]))
@@ -84,8 +98,19 @@ local function al_weight(al, appid)
   return tonumber(al.weights[appid] or al.weights['\tdefault'] or 1)
 end
 
+local function al_dealt(al, appid)  -- leases left in the deal; one for an app not in it
+  local deal = al.dealt[appid]
+  return deal and tonumber(deal[1]) or 1
+end
+
+local function al_rank(al, appid, i)
+  local deal = al.dealt and al.dealt[appid]
+  return (deal and tonumber(deal[2]) or 0) * 100000 + i  -- the line's order within an app
+end
+
 local function al_over_share(al, appid)
   if not al.sharing then return false end
+  if al.dealt then return al_dealt(al, appid) <= 0 end
   al.seen[appid] = true
   local mine = al_count(al, appid)
   if mine == 0 then return false end
@@ -105,6 +130,7 @@ local function al_leased(al, appid)
     al.total = al.total + 1
   end
   al.added[appid] = (al.added[appid] or 0) + 1
+  if al.dealt then al.dealt[appid] = {al_dealt(al, appid) - 1, (al.dealt[appid] or {})[2]} end
   local lim = al_limit(al, appid)
   if lim and tonumber(lim[2]) > 0 then
     al.pace[appid] = math.max(al_tat(al, appid), al.now) + AL_MINUTE / tonumber(lim[2])
@@ -115,6 +141,16 @@ local function al_write(al)
   for appid, n in pairs(al.added) do redis.call('HINCRBY', K.app_leases(al.sid), appid, n) end
   for appid, t in pairs(al.pace) do redis.call('HSET', K.app_pace(al.sid), appid, string.format('%.6f', t)) end
   al.added, al.pace = {}, {}
+end
+
+local function al_report(al)
+  if not al.dealt then return '' end
+  local held = {}
+  for app, n in pairs(al.count) do
+    if n > 0 then held[app] = n end
+  end
+  for app in pairs(al.seen) do held[app] = held[app] or 0 end  -- due here, skipped: the caller deals there
+  return next(held) and cjson.encode(held) or '{}'
 end
 
 local function al_settled(sid, appid, n)

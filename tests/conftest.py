@@ -25,7 +25,8 @@ from utils.services.redis_cluster import RedisClusterHandle
 # tracemalloc is otherwise first imported lazily (warnings does, to format a warning): when the garbage
 # collector finalizes an object (an unclosed socket) during that import, pytest's unraisable-exception
 # hook finds a half-made module and fails whichever test runs then. Imported here, it is whole first.
-pytest_plugins = ["tests.support.redis_cluster", "tests.support.postgres"]  # Redis Cluster (issue 12), PostgreSQL (19)
+# Session fixtures: Redis Cluster (issue 12), PostgreSQL (19), the fault tests' services behind Toxiproxy
+pytest_plugins = ["tests.support.redis_cluster", "tests.support.postgres", "tests.support.wire"]
 
 # Every JVM the tests start (brokers, ZooKeepers, Kafka's storage tool, those of `shoal up` nodes)
 # lives seconds to minutes: the C1 compiler alone and the serial collector cut a broker's start from

@@ -25,8 +25,8 @@ from tests.support.cluster import TestCluster
 from tests.support.delivery import check_delivery
 from tests.support.kafka import TopicReader
 from tests.support.services import wait_until
-from tests.support.wire import Wire, start_wire
-from tests.support.wire_cluster import DETECTED_WITHIN_S, HEALED_WITHIN_S, Faulted, feed
+from tests.support.wire import Wire
+from tests.support.wire_cluster import DETECTED_WITHIN_S, HEALED_WITHIN_S, SCRAPE_EVERY_S, Faulted, feed
 from utils.config.clients import ensure_topics
 from utils.demosite import SiteServer, generate_site
 from utils.services import free_port
@@ -39,14 +39,7 @@ PARTITION_S = 20.0  # seconds: longer than every client timeout on the link and 
 SETTINGS = {"QUEUE_HITS": 6, "QUEUE_WINDOW": 1, "CONCURRENT_REQUESTS": 4, "KAFKA_TOPIC_PARTITIONS": 3}
 
 
-@pytest.fixture(scope="module")
-def wire(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wire]:
-    """Services of this module alone behind Toxiproxy: its faults disturb no other test."""
-    with start_wire(tmp_path_factory.mktemp("wire")) as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture
 def site_server() -> Iterator[tuple]:
     site = generate_site(hosts=3, pages_per_host=100, seed=45, network="127.45.0", base_ip_octet=10, port=free_port())
     with SiteServer(site, delay=0.05) as server:
@@ -86,13 +79,13 @@ def crawl_through_fault(
         with fault():
             began = time.monotonic()
             wait_until(lambda: faulted.dependency_up(victim, service) == 0, timeout=DETECTED_WITHIN_S,
-                       message=f"{victim.name} never reported {service} down")  # fmt: skip
+                       interval=SCRAPE_EVERY_S, message=f"{victim.name} never reported {service} down")  # fmt: skip
             if dashboard:
                 wait_until(lambda: faulted.card("crawler")["unreachable"] == {service: 1}, timeout=PARTITION_S,
                            message=f"the dashboard never showed the crawler unable to reach {service}")  # fmt: skip
             time.sleep(max(PARTITION_S - (time.monotonic() - began), 0))
         healed = time.monotonic()
-        wait_until(lambda: faulted.dependency_up(victim, service) == 1, timeout=HEALED_WITHIN_S,
+        wait_until(lambda: faulted.dependency_up(victim, service) == 1, HEALED_WITHIN_S, interval=SCRAPE_EVERY_S,
                    message=f"{victim.name} reports {service} down {HEALED_WITHIN_S:g} s after the heal")  # fmt: skip
         recovered = time.monotonic() - healed
         assert faulted.outages(victim, service) >= 1  # the metrics counted the outage
@@ -158,9 +151,10 @@ def test_resets_of_kafka_monitor_to_redis_commit_no_batch_redis_never_got(faulte
         with faulted.wire.toxiproxy.reset_peer(Wire.link("kafka-monitor", "redis")):
             feed(bootstrap, cluster.settings.incoming_topic, [{**base, "url": u} for u in urls])
             wait_until(lambda: faulted.dependency_up(monitor, "redis") == 0, timeout=DETECTED_WITHIN_S,
-                       message="the kafka monitor never reported redis down")  # fmt: skip
+                       interval=SCRAPE_EVERY_S, message="the kafka monitor never reported redis down")  # fmt: skip
             time.sleep(5)
-        wait_until(lambda: faulted.dependency_up(monitor, "redis") == 1, timeout=HEALED_WITHIN_S)
+        wait_until(lambda: faulted.dependency_up(monitor, "redis") == 1, timeout=HEALED_WITHIN_S,
+                   interval=SCRAPE_EVERY_S)  # fmt: skip
         assert faulted.outages(monitor, "redis") >= 1
         firehose.wait_for(lambda got: {p["url"] for p in got if p["crawlid"] == "km-rst"} >= set(urls), timeout=120)
         wait_until(lambda: settled(progress(cluster, "km-rst")), timeout=60)

@@ -19,7 +19,7 @@ from tests.e2e.test_crawler_helpers import crawler_started
 from tests.e2e.test_dashboard_browser import ARTIFACTS, browser_page  # noqa: F401 - the fixture
 from tests.support.cluster import TestCluster
 from tests.support.services import wait_until
-from tests.support.wire import Wire, start_wire
+from tests.support.wire import Wire
 from tests.support.wire_cluster import Faulted
 from utils.services import free_port
 
@@ -30,15 +30,14 @@ AMBER, GREEN = "rgb(210, 153, 34)", "rgb(63, 185, 80)"  # --warn and --ok of res
 
 
 @pytest.fixture
-def faulted(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Faulted]:
-    with start_wire(tmp_path / "wire", roles=("crawler", "rest")) as wire:
-        cluster = TestCluster(wire.services, tmp_path, REST_HEARTBEAT_INTERVAL=0.5)
-        yield Faulted(wire, cluster)
-        wire.toxiproxy.reset()
-        cluster.stop_all()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            print("\n".join(cluster.logs()))
+def faulted(wire: Wire, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Faulted]:
+    cluster = TestCluster(wire.services, tmp_path, REST_HEARTBEAT_INTERVAL=0.5)
+    yield Faulted(wire, cluster)
+    wire.toxiproxy.reset()
+    cluster.stop_all()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print("\n".join(cluster.logs()))
 
 
 def pill(page: Page) -> tuple[str, str]:

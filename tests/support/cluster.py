@@ -44,6 +44,7 @@ class Component:
     def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: Path) -> None:
         self.name = name
         self.log_path = log_path
+        self._terminated = False
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "utils.cli.main", *argv], cwd=REPO, env=env,
@@ -57,10 +58,16 @@ class Component:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def stop(self, timeout: float = 30) -> int | None:
-        """SIGTERM, then SIGKILL after `timeout`; returns the exit code."""
-        if self.alive():
+    def terminate(self) -> None:
+        """SIGTERM without waiting, once: a second one would cut the graceful exit short."""
+        if self.alive() and not self._terminated:
             self.process.send_signal(signal.SIGTERM)
+            self._terminated = True
+
+    def stop(self, timeout: float = 30) -> int | None:
+        """SIGTERM (unless `terminate` sent it), then SIGKILL after `timeout`; returns the exit code."""
+        if self.alive():
+            self.terminate()
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -114,6 +121,10 @@ class TestCluster:
         return component
 
     def stop_all(self) -> None:
+        """Every component signalled first, then each waited for: their graceful exits (a crawler's
+        takes seconds) overlap instead of adding up."""
+        for component in self.components:
+            component.terminate()
         for component in self.components:
             component.stop()
 

@@ -13,6 +13,7 @@ import pwd
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,9 +83,11 @@ class FirstRun:
 
     def run(self, *argv: str, timeout: float = MAKE_TIMEOUT) -> subprocess.CompletedProcess[str]:
         """Run a command in the checkout; its output is kept for the failure message."""
+        began = time.monotonic()
         done = subprocess.run(self._argv(list(argv)), cwd=self.checkout, env=self.environ, capture_output=True,
                               text=True, timeout=timeout, check=False)  # fmt: skip
-        self.outputs.append(f"$ {' '.join(argv)}  (exit {done.returncode})\n{done.stdout}{done.stderr}")
+        took = time.monotonic() - began
+        self.outputs.append(f"$ {' '.join(argv)}  (exit {done.returncode}, {took:.1f} s)\n{done.stdout}{done.stderr}")
         return done
 
     def make_run(self) -> str:

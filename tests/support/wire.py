@@ -2,6 +2,10 @@
 component role reaches through links of its own, one Toxiproxy proxy per (role, service), so a test
 cuts or slows exactly one link.
 
+A pytest plugin module (tests/conftest.py): the `wire` fixture is the worker's wire for every role of
+the pipeline, started on first use and kept for the session, so the fault modules' tests share its
+start and go to any worker; each test starts with every link healed.
+
 Redis, ZooKeeper and PostgreSQL need nothing but the proxy's address. Kafka clients reconnect to the
 address the broker advertises, so the broker gets one listener per role, each advertised at that
 role's proxy; the test's own clients use the plain listener and never cross a proxy.
@@ -14,7 +18,10 @@ import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.support.postgres import Postgres, start_postgres
+from tests.support.services import SERVICE_START_TIMEOUT, started_or_fail
 from tests.support.toxiproxy import Toxiproxy, toxiproxy_service
 from utils.services import LocalService, LocalServices
 from utils.services.argv import HOST
@@ -95,7 +102,8 @@ def start_wire(run_dir: Path, roles: Iterable[str] = ROLES, timeout: float = 90)
     ports = iter(free_ports(5 + 5 * len(roles)))  # distinct: free_port() twice may give one port twice
     proxy_server = toxiproxy_service(run_dir, next(ports))
     started = LocalServices(run_dir, {"toxiproxy": proxy_server})
-    postgres, pg_root = start_postgres() if set(roles) & set(POSTGRES_ROLES) else (None, None)
+    postgres: Postgres | None = None
+    pg_root: Path | None = None
     try:
         proxy_server.start()
         proxy_server.wait_ready(timeout)
@@ -105,6 +113,10 @@ def start_wire(run_dir: Path, roles: Iterable[str] = ROLES, timeout: float = 90)
         role_ports = {role: (next(ports), next(ports)) for role in roles}
         kafka_port, controller = next(ports), next(ports)
         started.services["kafka"] = _broker(run_dir, kafka_port, controller, role_ports)
+        for name in ("redis", "zookeeper", "kafka"):
+            started.services[name].start()
+        if set(roles) & set(POSTGRES_ROLES):  # while the broker boots, the slowest to answer
+            postgres, pg_root = start_postgres()
         addresses: dict[tuple[str, str], str] = {}
         for role in roles:
             for name in ("redis", "zookeeper"):
@@ -115,8 +127,6 @@ def start_wire(run_dir: Path, roles: Iterable[str] = ROLES, timeout: float = 90)
                 addresses[(role, "postgres")] = api.proxy(Wire.link(role, "postgres"), postgres.service.address,
                                                           next(ports))  # fmt: skip
         for name in ("redis", "zookeeper", "kafka"):
-            started.services[name].start()
-        for name in ("redis", "zookeeper", "kafka"):
             started.services[name].wait_ready(timeout)
         yield Wire(started, api, addresses, postgres)
     finally:
@@ -124,3 +134,21 @@ def start_wire(run_dir: Path, roles: Iterable[str] = ROLES, timeout: float = 90)
         if postgres is not None:
             postgres.service.stop()
             shutil.rmtree(pg_root or "", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pipeline_wire(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wire]:
+    """Services behind Toxiproxy with links for every role of PIPELINE_ROLES, this worker's alone (its
+    faults disturb no test on the session services), started by the first test that asks."""
+    with contextlib.ExitStack() as stack:
+        run_dir = tmp_path_factory.mktemp("wire")
+        yield started_or_fail(lambda: stack.enter_context(start_wire(run_dir, PIPELINE_ROLES, SERVICE_START_TIMEOUT)),
+                              "the wire's services")  # fmt: skip
+
+
+@pytest.fixture
+def wire(pipeline_wire: Wire) -> Iterator[Wire]:
+    """The worker's wire with every link healed before and after the test (whatever it left cut)."""
+    pipeline_wire.toxiproxy.reset()
+    yield pipeline_wire
+    pipeline_wire.toxiproxy.reset()

@@ -37,6 +37,10 @@ HEALED_WITHIN_S = 30.0  # every process healthy again this soon after a heal
 # How long a component may take to notice: two of its longest client timeouts in a row (a command
 # already waiting when the link went, then the next one), REDIS_SOCKET_TIMEOUT 10 s, plus slack for load.
 DETECTED_WITHIN_S = 25.0
+# Seconds between two polls that scrape /metrics (every process's, for health): each scrape costs the
+# component its collectors (several read Redis) and the test a parse, so wait_until's 50 ms default,
+# six processes at a time, kept a core of the two busy while a test waited on a fault.
+SCRAPE_EVERY_S = 0.25
 
 
 def feed(bootstrap: str, topic: str, messages: list[dict[str, Any]]) -> None:
@@ -113,7 +117,7 @@ class Faulted:
 def healed(faulted: Faulted, what: str) -> float:
     """Wait until every process is alive and healthy, naming no service down; seconds it took."""
     began = time.monotonic()
-    wait_until(lambda: not faulted.unwell(), timeout=HEALED_WITHIN_S,
+    wait_until(lambda: not faulted.unwell(), timeout=HEALED_WITHIN_S, interval=SCRAPE_EVERY_S,
                message=f"{HEALED_WITHIN_S:g} s after healing {what}: {faulted.unwell()}")  # fmt: skip
     return time.monotonic() - began
 
@@ -151,7 +155,8 @@ class Pipeline:
         wait_until(lambda: crawler_started(self.cluster), timeout=90, message="the crawler did not start")
         client = redis_client(settings)
         wait_until(lambda: live_processes(client, "sink", 60), 90, message="no sink heartbeat")
-        wait_until(lambda: not self.faulted.unwell(), timeout=90, message=f"not healthy: {self.faulted.unwell()}")
+        wait_until(lambda: not self.faulted.unwell(), timeout=90, interval=SCRAPE_EVERY_S,
+                   message=f"not healthy: {self.faulted.unwell()}")  # fmt: skip
 
     def feed(self, crawlid: str, seeds: list[str] | None = None, **fields: Any) -> None:
         """Feed a crawl of the site (its own appid, so its sink rows are its own) from `seeds`: by

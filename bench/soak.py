@@ -12,10 +12,10 @@ two cores can fetch: a fall in pages/s is the node's, not the neighbours'. The w
 ends before the reference minute 30, so every host is known by then and growth after it is a leak.
 Host indexes are revisited (the crawl's `revisit` policy, ahead of new pages).
 Every --report-every seconds (300 by default) one line: pages/s since the last line, load average,
-RSS and open fds of every process (components and services), Redis used_memory and key count,
+memory (PSS) and open fds of every process (components and services), Redis used_memory and key count,
 queued requests, the kafka monitor's and the sink's consumer lag, PostgreSQL table sizes.
 At the end the targets: pages/s of the last 30 minutes >= 0.95 x the first 30 after warm-up;
-every process's RSS and fds within +10 % of their value at minute 30; Redis memory per queued
+every process's memory (PSS) and fds within +10 % of their value at minute 30; Redis memory per queued
 request within +10 % of minute 30's; no ERROR or CRITICAL log line that is not about the site
 (for runs shorter than an hour the halves of the run after the first report stand in for those windows).
 Run: `python -m bench.soak [--minutes 120] [--hosts 20000] [--pages 100] [--window 1500] [--report-every 300]`.
@@ -58,7 +58,7 @@ from utils.services.process import port_in_use
 MIB = 1024 * 1024
 CRAWLID = "soak"
 SCHEMA = "soak"
-GROWTH = 1.10  # the most RSS, fds and Redis bytes per queued request may grow from the reference minute
+GROWTH = 1.10  # the most memory, fds and Redis bytes per queued request may grow from the reference minute
 REDIS_MAXMEMORY = "6gb"
 HOSTS_PER_SERVER = 5000  # one listening socket per host and one per crawler connection, under 20,000 open files
 # Host indexes come back every 30 to 120 minutes, ahead of the crawl's new pages (priority 1).
@@ -85,19 +85,21 @@ def processes(cluster: TestCluster, postgres: Postgres) -> dict[str, int]:
 
 
 def _usage(pid: int) -> dict[str, float]:
-    """RSS and fds of a process and its children (PostgreSQL's backends, the sink's extract pool)."""
+    """Memory and fds of a process and its children (PostgreSQL's backends, the sink's extract pool).
+    Memory is the proportional set size: summing RSS would count PostgreSQL's shared buffers once per
+    backend that has touched them, and grow with the tables, not with a leak."""
     try:
         proc = psutil.Process(pid)
         family = [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return {"rss_mib": 0.0, "fds": 0}
-    rss, fds = 0, 0
+        return {"pss_mib": 0.0, "fds": 0}
+    pss, fds = 0, 0
     for member in family:
         try:
-            rss, fds = rss + member.memory_info().rss, fds + member.num_fds()
+            pss, fds = pss + member.memory_full_info().pss, fds + member.num_fds()
         except psutil.Error:
             continue
-    return {"rss_mib": round(rss / MIB, 1), "fds": fds}
+    return {"pss_mib": round(pss / MIB, 1), "fds": fds}
 
 
 def table_sizes(postgres: Postgres) -> dict[str, float]:
@@ -124,7 +126,7 @@ def sample(cluster: TestCluster, postgres: Postgres, client: Any, lag: GroupLagC
 
 def report(previous: dict[str, Any], now: dict[str, Any], began: float) -> str:
     rate = (now["crawled"] - previous["crawled"]) / max(now["t"] - previous["t"], 1e-9)
-    procs = " ".join(f"{n}={p['rss_mib']}MiB/{p['fds']}fd" for n, p in sorted(now["processes"].items()))
+    procs = " ".join(f"{n}={p['pss_mib']}MiB/{p['fds']}fd" for n, p in sorted(now["processes"].items()))
     lag = " ".join(f"{n}={v}" for n, v in sorted(now["lag"].items()))
     tables = " ".join(f"{n}={v}" for n, v in now["tables_mib"].items())
     return (f"[soak {(now['t'] - began) / 60:6.1f} min] {rate:7.1f} pages/s, {now['crawled']} crawled, "
@@ -156,7 +158,7 @@ def targets(samples: list[dict[str, Any]], minutes: float, errors: list[str]) ->
                "tables_mib_end": samples[-1]["tables_mib"]}  # fmt: skip
     checks = {
         "late pages/s >= 0.95x early": late >= 0.95 * early,
-        "every process's RSS and fds within +10 %": all(g <= GROWTH for p in growth.values() for g in p.values()),
+        "every process's PSS and fds within +10 %": all(g <= GROWTH for p in growth.values() for g in p.values()),
         "Redis bytes per queued request within +10 %": redis_growth <= GROWTH,
         "no error in the logs that is not about the site": not errors,
     }

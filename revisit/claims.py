@@ -3,7 +3,8 @@
 A claim moves the row's `next_due` on by REVISIT_LEASE and commits before anything is sent: a
 process killed after the commit loses nothing (the row comes due again after the lease), and no
 other process can take the row meanwhile (nothing doubled). The sink clears the claim when the
-page comes back (sink/revisits.py); `release` gives back rows whose requests could not be sent.
+page comes back, but not for a page fetched for an earlier claim (sink/revisits.py); `release` gives
+back rows whose requests could not be sent.
 """
 
 from __future__ import annotations

@@ -24,6 +24,13 @@ ITEM_CHANGES_STAGE = "sink_stage_items"
 _LATEST = f"(SELECT DISTINCT ON (appid, url) * FROM {STAGE} ORDER BY appid, url, fetched_at DESC)"
 
 
+# A fetch from more than half a lease before the row's claim answers an earlier claim (a sink that was
+# down past the lease replays it after the row was fed again): it is recorded, but the claim still
+# waits for its own page, else the row comes due at once and is fed twice. Half a lease, not the
+# claim's instant, because the fetch is stamped by the crawler's clock and the claim by PostgreSQL's.
+_EARLIER_CLAIM = "(t.fed_at IS NOT NULL AND EXCLUDED.last_fetch < t.fed_at - (t.next_due - t.fed_at) / 2)"
+
+
 def _outcome(new: str, old: str) -> str:
     """The SQL of utils/frontier/revisit_policy.outcome_of: `new` holds status_code and content_hash."""
     return (f"CASE WHEN {new}.status_code = 304 THEN 'not_modified' "
@@ -101,10 +108,10 @@ ON CONFLICT (appid, url) DO UPDATE SET crawlid = EXCLUDED.crawlid, spiderid = EX
     last_modified = coalesce(EXCLUDED.last_modified, CASE WHEN EXCLUDED.last_status = 304 THEN t.last_modified END),
     content_hash = coalesce(EXCLUDED.content_hash, t.content_hash),
     last_fetch = EXCLUDED.last_fetch, last_seen = EXCLUDED.last_seen, last_status = EXCLUDED.last_status,
-    interval_s = {interval}, next_due = {next_due},
+    interval_s = {interval}, next_due = CASE WHEN {_EARLIER_CLAIM} THEN t.next_due ELSE {next_due} END,
     unchanged_count = CASE {outcome} WHEN 'changed' THEN 0 WHEN 'not_modified' THEN t.unchanged_count + 1
                       WHEN 'unchanged' THEN t.unchanged_count + 1 ELSE t.unchanged_count END,
-    fed_at = NULL, fed_due = NULL
+    fed_at = CASE WHEN {_EARLIER_CLAIM} THEN t.fed_at END, fed_due = CASE WHEN {_EARLIER_CLAIM} THEN t.fed_due END
 WHERE EXCLUDED.last_fetch > t.last_fetch
 """).format(revisits=tables.qualified("revisits"))
 

@@ -9,6 +9,7 @@ summing to 10,000, and the replay visible in the survivor's log.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.integration.test_kafka_monitor_outage import committed_offsets
 from tests.support.cluster import Component, TestCluster
@@ -60,33 +62,59 @@ def assignment(component: Component) -> set[int]:
     return {int(p.rsplit("/", 1)[1]) for p in assigned[-1]["partitions"]} if assigned else set()
 
 
-def written_not_committed(cluster: TestCluster, partitions: set[int]) -> bool:
+class CommittedOffsets:
+    """The group's committed offsets, asked through one consumer kept open: a fresh one per look costs
+    ~0.1 s, during which the victim stays frozen and the burst does not move."""
+
+    def __init__(self, cluster: TestCluster) -> None:
+        settings = cluster.settings
+        self.topic = settings.incoming_topic
+        self.consumer = Consumer({"bootstrap.servers": settings.get_list("KAFKA_HOSTS")[0],
+                                  "group.id": settings.get_str("KAFKA_GROUP"),
+                                  "enable.auto.commit": False})  # fmt: skip
+
+    def __call__(self, partitions: set[int]) -> dict[int, int]:
+        found = self.consumer.committed([TopicPartition(self.topic, p) for p in sorted(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def written_not_committed(cluster: TestCluster, partitions: set[int], committed: CommittedOffsets) -> bool:
     """Whether one of `partitions` has a batch in Redis whose offsets the group has not committed."""
-    topic = cluster.settings.incoming_topic
     r = redis_client(cluster.settings)
-    committed = committed_offsets(cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.get_str("KAFKA_GROUP"),
-                                  topic)  # fmt: skip
+    marks = {}
     for partition in partitions:
-        key = keys.ingest_marks(topic, partition)
+        key = keys.ingest_marks(cluster.settings.incoming_topic, partition)
         newest = [r.zrange(tag + key, -1, -1, withscores=True) for tag in Shards.for_client(r).tags]  # per shard
-        if any(mark and mark[0][1] >= committed.get(partition, 0) for mark in newest):
-            return True
-    return False
+        marks[partition] = max((mark[0][1] for mark in newest if mark), default=None)
+    offsets = committed({p for p, mark in marks.items() if mark is not None})
+    return any(mark is not None and mark >= offsets.get(partition, 0) for partition, mark in marks.items())
 
 
-def kill_mid_batch(cluster: TestCluster, victim: Component, timeout: float = 30) -> bool:
-    """Freeze the victim until it holds a written, uncommitted batch, then SIGKILL it."""
+def kill_mid_batch(cluster: TestCluster, victim: Component, timeout: float = 60) -> bool:
+    """Freeze the victim until it holds a written, uncommitted batch, then SIGKILL it.
+
+    Between looks it runs for 2 to 20 ms in turn: a short slice alone can pass by a window that a
+    loaded machine only opens for a few milliseconds of the victim's time."""
     partitions = assignment(victim)
+    committed = CommittedOffsets(cluster)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        os.killpg(victim.pid, signal.SIGSTOP)
-        if written_not_committed(cluster, partitions):
-            time.sleep(COMMIT_IN_FLIGHT)  # a commit the victim sent just before it froze can still land
-            if written_not_committed(cluster, partitions):
-                victim.kill()
-                return True
-        os.killpg(victim.pid, signal.SIGCONT)
-        time.sleep(0.002)
+    try:
+        for slice_ms in itertools.cycle(range(2, 21, 3)):
+            if time.monotonic() >= deadline:
+                return False
+            os.killpg(victim.pid, signal.SIGSTOP)
+            if written_not_committed(cluster, partitions, committed):
+                time.sleep(COMMIT_IN_FLIGHT)  # a commit the victim sent just before it froze can still land
+                if written_not_committed(cluster, partitions, committed):
+                    victim.kill()
+                    return True
+            os.killpg(victim.pid, signal.SIGCONT)
+            time.sleep(slice_ms / 1000)
+    finally:
+        committed.close()
     return False
 
 

@@ -45,6 +45,10 @@ class Record:
     value: bytes
 
 
+def moment(seconds: float) -> datetime:
+    return (BASE + timedelta(seconds=seconds)).replace(tzinfo=UTC)
+
+
 def stamp(seconds: float) -> str:
     return (BASE + timedelta(seconds=seconds)).isoformat()
 
@@ -87,10 +91,11 @@ def revisit_row(postgres: Postgres, schema: str) -> dict[str, Any]:
     return row
 
 
-def feed(postgres: Postgres, schema: str) -> list[Any]:
-    """Claim what is due, as the revisit component does (its lease: an hour)."""
+def feed(postgres: Postgres, schema: str, now: datetime | None = None) -> list[Any]:
+    """Claim what is due at `now` (the server's clock unless given), as the revisit component does (its lease:
+    an hour)."""
     with postgres.connect() as connection:
-        return claim(connection, schema, 100, 3600)
+        return claim(connection, schema, 100, 3600, now=now)
 
 
 def test_not_modified_grows_the_interval_to_max_changed_shrinks_it_to_min(
@@ -100,11 +105,11 @@ def test_not_modified_grows_the_interval_to_max_changed_shrinks_it_to_min(
     row = revisit_row(postgres, pg_schema)
     assert (row["interval_s"], row["etag"], row["unchanged_count"]) == (100.0, '"a"', 0)
     assert row["next_due"] == row["last_fetch"] + timedelta(seconds=100)
-    (due,) = feed(postgres, pg_schema)
+    (due,) = feed(postgres, pg_schema, now=moment(100))
     request = schemas.validate("crawl", crawl_request(due, 1))  # what the kafka monitor will accept
     assert request["headers"] == {"If-None-Match": '"a"', "If-Modified-Since": "Tue, 24 Nov 2026 06:00:00 GMT"}
     assert (request["refetch"], request["maxdepth"], request["priority"]) == (True, 0, 4)
-    assert feed(postgres, pg_schema) == []  # claimed: not due again until the lease ends
+    assert feed(postgres, pg_schema, now=moment(150)) == []  # claimed: not due again until the lease ends
 
     before = rows(postgres, pg_schema, "pages", "url")[0]
     intervals = []
@@ -140,6 +145,27 @@ def test_a_replayed_batch_changes_nothing_twice(sink: Sink, postgres: Postgres, 
     sink.write(*batch)  # a sink killed before committing its offsets: the batch comes again
     assert len(rows(postgres, pg_schema, "changes", "id")) == 1
     assert revisit_row(postgres, pg_schema)["interval_s"] == 50.0
+
+
+def test_a_page_fetched_for_an_earlier_claim_does_not_end_a_newer_one(
+    sink: Sink, postgres: Postgres, pg_schema: str
+) -> None:
+    """The sink was down past the lease: the row was fed again, then the first feed's page came back."""
+    sink.write(fetch(0))  # due at 100
+    with postgres.connect() as connection:
+        assert len(claim(connection, pg_schema, 10, 50, now=moment(100))) == 1
+        assert len(claim(connection, pg_schema, 10, 50, now=moment(150))) == 1  # lease over, nothing came back
+        sink.write(fetch(101, body="<p>B</p>"))  # the first feed's page, replayed late
+        row = revisit_row(postgres, pg_schema)
+        assert (row["fed_at"], row["next_due"]) == (moment(150), moment(200))  # the second claim still holds
+        assert (row["last_fetch"], row["interval_s"]) == (moment(101), 50.0)  # recorded
+        assert claim(connection, pg_schema, 10, 50, now=moment(160)) == []  # not fed a third time
+        sink.write(fetch(152, body="<p>B</p>", status=304, etag=None))  # the second feed's page
+        row = revisit_row(postgres, pg_schema)
+        assert row["fed_at"] is None
+        assert row["next_due"] == moment(152) + timedelta(seconds=100)
+    (log_101, log_152) = rows(postgres, pg_schema, "revisit_log", "id")
+    assert (log_101["outcome"], log_152["outcome"]) == ("changed", "not_modified")
 
 
 def test_gone_pages_stop_and_errors_wait_the_error_interval(sink: Sink, postgres: Postgres, pg_schema: str) -> None:

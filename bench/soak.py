@@ -12,10 +12,11 @@ two cores can fetch: a fall in pages/s is the node's, not the neighbours'. The w
 ends before the reference minute 30, so every host is known by then and growth after it is a leak.
 Host indexes are revisited (the crawl's `revisit` policy, ahead of new pages).
 Every --report-every seconds (300 by default) one line: pages/s since the last line, load average,
-memory (PSS) and open fds of every process (components and services), Redis used_memory and key count,
+memory (private/PSS) and open fds of every process (components and services), Redis used_memory and key count,
 queued requests, the kafka monitor's and the sink's consumer lag, PostgreSQL table sizes.
 At the end the targets: pages/s of the last 30 minutes >= 0.95 x the first 30 after warm-up;
-every process's memory (PSS) and fds within +10 % of their value at minute 30; Redis memory per queued
+every process's private memory (USS; PSS is shown beside it) and fds within +10 %, the largest of the
+run's last window against the largest of the window from minute 30; Redis memory per queued
 request within +10 % of minute 30's; no ERROR or CRITICAL log line that is not about the site
 (for runs shorter than an hour the halves of the run after the first report stand in for those windows).
 Run: `python -m bench.soak [--minutes 120] [--hosts 20000] [--pages 100] [--window 1500] [--report-every 300]`.
@@ -46,6 +47,7 @@ from tests.support.postgres import Postgres, start_postgres
 from tests.support.services import wait_until
 from tests.support.sink import sink_settings
 from utils.config.clients import redis_client
+from utils.config.settings import KAFKA_HEAP_ENV
 from utils.demosite import SiteServer
 from utils.demosite.broad import HUB, broad_site, host_address
 from utils.frontier import progress
@@ -86,20 +88,23 @@ def processes(cluster: TestCluster, postgres: Postgres) -> dict[str, int]:
 
 def _usage(pid: int) -> dict[str, float]:
     """Memory and fds of a process and its children (PostgreSQL's backends, the sink's extract pool).
-    Memory is the proportional set size: summing RSS would count PostgreSQL's shared buffers once per
-    backend that has touched them, and grow with the tables, not with a leak."""
+
+    `private_mib` (USS) is the leak figure: memory no other process maps. `pss_mib` adds each shared
+    page's share: it grows with PostgreSQL's shared buffers as they fill with the tables (a fixed
+    `shared_buffers` pool, not a leak), and summing RSS would count that pool once per backend."""
     try:
         proc = psutil.Process(pid)
         family = [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return {"pss_mib": 0.0, "fds": 0}
-    pss, fds = 0, 0
+        return {"private_mib": 0.0, "pss_mib": 0.0, "fds": 0}
+    uss, pss, fds = 0, 0, 0
     for member in family:
         try:
-            pss, fds = pss + member.memory_full_info().pss, fds + member.num_fds()
+            memory = member.memory_full_info()
+            uss, pss, fds = uss + memory.uss, pss + memory.pss, fds + member.num_fds()
         except psutil.Error:
             continue
-    return {"pss_mib": round(pss / MIB, 1), "fds": fds}
+    return {"private_mib": round(uss / MIB, 1), "pss_mib": round(pss / MIB, 1), "fds": fds}
 
 
 def table_sizes(postgres: Postgres) -> dict[str, float]:
@@ -126,7 +131,8 @@ def sample(cluster: TestCluster, postgres: Postgres, client: Any, lag: GroupLagC
 
 def report(previous: dict[str, Any], now: dict[str, Any], began: float) -> str:
     rate = (now["crawled"] - previous["crawled"]) / max(now["t"] - previous["t"], 1e-9)
-    procs = " ".join(f"{n}={p['pss_mib']}MiB/{p['fds']}fd" for n, p in sorted(now["processes"].items()))
+    procs = " ".join(f"{n}={p['private_mib']}/{p['pss_mib']}MiB/{p['fds']}fd"
+                     for n, p in sorted(now["processes"].items()))  # fmt: skip
     lag = " ".join(f"{n}={v}" for n, v in sorted(now["lag"].items()))
     tables = " ".join(f"{n}={v}" for n, v in now["tables_mib"].items())
     return (f"[soak {(now['t'] - began) / 60:6.1f} min] {rate:7.1f} pages/s, {now['crawled']} crawled, "
@@ -138,30 +144,52 @@ def _per_queued(s: dict[str, Any]) -> float:
     return s["redis_used_mib"] * MIB / max(s["queued"], 1)
 
 
-def targets(samples: list[dict[str, Any]], minutes: float, errors: list[str]) -> tuple[dict[str, Any], dict[str, bool]]:
-    """The soak targets over the samples (the first one is the start, the second ends warm-up)."""
+def peaks(samples: list[dict[str, Any]], start: float, end: float) -> dict[str, dict[str, float]]:
+    """The largest of each figure of each process over the samples taken from `start` to `end`."""
+    found: dict[str, dict[str, float]] = {}
+    for s in samples:
+        if start <= s["t"] <= end:
+            for name, figures in s["processes"].items():
+                mine = found.setdefault(name, {})
+                for k, v in figures.items():
+                    mine[k] = max(mine.get(k, 0.0), v)
+    return found
+
+
+def targets(
+    samples: list[dict[str, Any]], minutes: float, errors: list[str], cycle: float
+) -> tuple[dict[str, Any], dict[str, bool]]:
+    """The soak targets over the samples (the first one is the start, the second ends warm-up).
+
+    Open connections, and the memory their buffers take, rise and fall with the pages in flight over
+    each throttle window (`cycle` seconds), so processes are compared peak to peak: the largest
+    figure of the window from the reference minute on against the largest of the run's last window."""
     window = 30 * 60 if minutes >= 60 else (samples[-1]["t"] - samples[1]["t"]) / 2
     reference = next((s for s in samples if s["t"] - samples[0]["t"] >= min(window, 30 * 60)), samples[1])
     first = next(s for s in samples if s["t"] - samples[1]["t"] >= window)
     last_from = next(s for s in samples if s["t"] >= samples[-1]["t"] - window)
     early = (first["crawled"] - samples[1]["crawled"]) / max(first["t"] - samples[1]["t"], 1e-9)
     late = (samples[-1]["crawled"] - last_from["crawled"]) / max(samples[-1]["t"] - last_from["t"], 1e-9)
+    cycle = min(cycle, (samples[-1]["t"] - reference["t"]) / 2)
+    before = peaks(samples, reference["t"], reference["t"] + cycle)
+    after = peaks(samples, samples[-1]["t"] - cycle, samples[-1]["t"])
     growth = {
-        name: {k: round(samples[-1]["processes"][name][k] / max(v, 1e-9), 3) for k, v in figures.items()}
-        for name, figures in reference["processes"].items() if name in samples[-1]["processes"]
+        name: {k: round(after[name][k] / max(v, 1e-9), 3) for k, v in figures.items()}
+        for name, figures in before.items() if name in after
     }  # fmt: skip
     redis_growth = _per_queued(samples[-1]) / max(_per_queued(reference), 1e-9)
     figures = {"early_pages_per_s": round(early, 1), "late_pages_per_s": round(late, 1), "growth": growth,
-               "window_s": round(window), "redis_keys_end": samples[-1]["redis_keys"],
+               "window_s": round(window), "cycle_s": round(cycle), "redis_keys_end": samples[-1]["redis_keys"],
                "redis_bytes_per_queued_growth": round(redis_growth, 3), "errors": errors[:20],
                "load": [s["load"] for s in samples], "lag_end": samples[-1]["lag"],
                "tables_mib_end": samples[-1]["tables_mib"]}  # fmt: skip
     checks = {
         "late pages/s >= 0.95x early": late >= 0.95 * early,
-        "every process's PSS and fds within +10 %": all(g <= GROWTH for p in growth.values() for g in p.values()),
+        "every process's private memory and fds within +10 %": all(
+            p[k] <= GROWTH for p in growth.values() for k in ("private_mib", "fds")),
         "Redis bytes per queued request within +10 %": redis_growth <= GROWTH,
         "no error in the logs that is not about the site": not errors,
-    }
+    }  # fmt: skip
     return figures, checks
 
 
@@ -218,12 +246,16 @@ def main() -> int:
     parser.add_argument("--window", type=int, default=1500, help="seconds between two fetches of one host")
     parser.add_argument("--report-every", type=float, default=300, help="seconds between report lines")
     parser.add_argument("--keep-logs", type=Path, help="copy the components' logs here at the end")
+    parser.add_argument("--samples", type=Path, help="write every report's raw figures here (JSON) at the end")
     args = parser.parse_args()
     # SIGTERM (a run stopped early; background jobs ignore SIGINT) ends it through the `finally`s below,
     # which stop the components, the services and the site servers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # inherited by every process started below
+    # A production broker's heap is fixed (Kafka's own start script sets -Xms to -Xmx); pre-touched,
+    # it is resident from the start, so the broker's growth is anything but its heap filling.
+    os.environ.setdefault(KAFKA_HEAP_ENV, "-Xms512m -Xmx512m -XX:+AlwaysPreTouch")
     port = free_port()
     postgres, pg_root = start_postgres()
     overrides = {"ZOOKEEPER_ENABLED": "false", "QUEUE_HITS": 1, "QUEUE_WINDOW": args.window, "QUEUE_MODERATED": "true",
@@ -256,7 +288,9 @@ def main() -> int:
     if len(samples) < 3:
         print("soak: too short for the targets (fewer than two reports)")
         return 1
-    figures, checks = targets(samples, args.minutes, errors)
+    if args.samples:
+        args.samples.write_text(json.dumps(samples))
+    figures, checks = targets(samples, args.minutes, errors, args.window)
     figures.update(
         {"minutes": args.minutes, "hosts": args.hosts, "pages_per_host": args.pages, "throttle_s": args.window}
     )

@@ -22,7 +22,8 @@ from utils.config.errors import ConfigError
 ENV_PREFIX = "SHOAL_"
 SETTINGS_FILE_ENV = "SHOAL_SETTINGS"  # path of the optional settings file; not a setting itself
 KAFKA_LIBS_ENV = "SHOAL_KAFKA_LIBS"  # the broker jars' directory (utils/services/kafka.py), not a setting
-NOT_SETTINGS = frozenset({SETTINGS_FILE_ENV, KAFKA_LIBS_ENV})  # SHOAL_* variables read as they are
+KAFKA_HEAP_ENV = "SHOAL_KAFKA_HEAP"  # the local broker's JVM heap options (utils/services/kafka.py)
+NOT_SETTINGS = frozenset({SETTINGS_FILE_ENV, KAFKA_LIBS_ENV, KAFKA_HEAP_ENV})  # SHOAL_* variables read as they are
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 

@@ -16,13 +16,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from utils.config.settings import KAFKA_LIBS_ENV
+from utils.config.settings import KAFKA_HEAP_ENV, KAFKA_LIBS_ENV
 from utils.services.process import free_port
 
 KAFKA_VERSION = "4.2.0"  # also in services/kafka/pom.xml and the Makefile (a unit test checks)
 KAFKA_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
-KAFKA_HEAP = "-Xmx512m"  # a test broker holds a few MB; the JVM default is a quarter of the RAM
+KAFKA_HEAP = "-Xmx512m"  # a test broker holds a few MB; the JVM default is a quarter of the RAM ($SHOAL_KAFKA_HEAP)
 FORMAT_TIMEOUT = 120  # seconds for formatting the log dir (one JVM start, slow on a loaded machine)
 CLUSTER_ID_FILE = "cluster.id"
 
@@ -102,7 +102,8 @@ def server_properties(
 
 
 def _java(*args: str) -> list[str]:
-    return ["java", KAFKA_HEAP, "-XX:+UseSerialGC", "-Djava.awt.headless=true", *args]
+    heap = (os.environ.get(KAFKA_HEAP_ENV) or KAFKA_HEAP).split()
+    return ["java", *heap, "-XX:+UseSerialGC", "-Djava.awt.headless=true", *args]
 
 
 def format_storage(config: Path, data_dir: Path, scram_users: Sequence[str] = ()) -> None:

@@ -278,16 +278,19 @@ class Frontier:
                 pipe.zrange(keys.classes_snoozed(sid), 0, 0, withscores=True)
                 pipe.zrange(keys.delayed(sid), 0, 0, withscores=True)
                 pipe.exists(keys.heads(sid))
-                pipe.hgetall(keys.app_leases(sid))  # the slot shares' counts (lib/app_limits.lua), fresh
+                if self.slot_shares:
+                    pipe.hgetall(keys.app_leases(sid))  # the slot shares' counts (lib/app_limits.lua), fresh
             replies = pipe.execute()
+            per_shard = 5 if self.slot_shares else 4
             self.round_trips += 1
             now = time.time()
             best: dict[str, float | None] = {}
             due: dict[str, float] = {}
             held: dict[str, dict[str, int]] = {}
             for i, tag in enumerate(self.shards.tags):
-                ready, snoozed, delayed, has_work, app_leases = replies[5 * i : 5 * i + 5]
-                held[tag] = {text(app): n for app, v in app_leases.items() if (n := int(v)) > 0}
+                ready, snoozed, delayed, has_work, *app_leases = replies[per_shard * i : per_shard * (i + 1)]
+                if app_leases:
+                    held[tag] = {text(app): n for app, v in app_leases[0].items() if (n := int(v)) > 0}
                 best[tag] = float(ready[0][1]) if ready else None
                 times = [float(s[0][1]) for s in (snoozed, delayed) if s]
                 if has_work and not ready and not snoozed:

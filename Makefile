@@ -81,9 +81,9 @@ PYWB := .shoal/pywb
 
 install-test: install $(VENV)/.installed-test $(PYWB)/bin/wayback
 
-$(PYWB)/bin/wayback:
+$(PYWB)/bin/wayback: $(BIN)/uv
 	$(PYTHON) -m venv --clear $(PYWB)
-	$(PYWB)/bin/pip install --quiet 'pywb==$(PYWB_VERSION)'
+	$(UV_INSTALL) --python $(PYWB)/bin/python 'pywb==$(PYWB_VERSION)'
 
 # s3rver (npm), a real S3-compatible server for the warc component's S3 output (tests/integration/test_warc_s3.py),
 # into services/s3rver/node_modules as its package-lock.json pins it (skipped when installed); Debian's npm if missing.
@@ -96,15 +96,28 @@ $(S3RVER): services/s3rver/package.json services/s3rver/package-lock.json
 	cd services/s3rver && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-$(VENV)/.installed: pyproject.toml
+# uv installs the venvs' packages (pip installs only uv): it fetches and unpacks in parallel and keeps
+# the wheels in its cache, where pip keeps nothing from an index that sends no cache headers ('.[test]'
+# into a new venv: 13.5 s cold and 10.8 s warm against pip's ~120 s). It reads no pip configuration:
+# the platform's certificates (those pip is given here), and pip's index, certificate file, wheel
+# directory and timeout when set in the environment, are passed on.
+UV_VERSION := 0.13.9
+UV_ENV := UV_SYSTEM_CERTS=1 $(if $(PIP_CERT),SSL_CERT_FILE="$(or $(SSL_CERT_FILE),$(PIP_CERT))") \
+	$(if $(PIP_INDEX_URL),UV_DEFAULT_INDEX="$(PIP_INDEX_URL)") $(if $(PIP_DEFAULT_TIMEOUT),UV_HTTP_TIMEOUT=$(PIP_DEFAULT_TIMEOUT)) \
+	$(if $(wildcard $(PIP_FIND_LINKS)),UV_FIND_LINKS="$(PIP_FIND_LINKS)")
+UV_INSTALL = $(UV_ENV) $(BIN)/uv pip install --quiet
+
+$(BIN)/uv:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet 'uv==$(UV_VERSION)'
+
+$(VENV)/.installed: pyproject.toml $(BIN)/uv
+	$(UV_INSTALL) --python $(BIN)/python -e .
 	pwd > $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml examples/shop/pyproject.toml
-	$(BIN)/pip install --quiet -e '.[test]'
-	$(BIN)/pip install --quiet --no-deps -e examples/shop  # the example user spider, for its tests and bench
+	$(UV_INSTALL) --python $(BIN)/python -e '.[test]'
+	$(UV_INSTALL) --python $(BIN)/python --no-deps -e examples/shop  # the example user spider, for its tests and bench
 	touch $@
 
 # Debian's packages, installed without starting their system services (policy-rc.d), so the

@@ -18,7 +18,7 @@ import pytest
 
 from utils.cli.main import COMMANDS
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.timeout(900)]
 
 PACKAGE_DATA = ("*.json", "*.lua", "*.html", "*.js", "*.css", "*.conf")  # pyproject's package-data
 
@@ -67,6 +67,13 @@ def run(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[s
                           env={**clean, **env})  # fmt: skip
 
 
+def test_the_image_installs_with_the_uv_the_makefile_pins() -> None:
+    pinned = re.search(r"^UV_VERSION := (\S+)$", (REPO / "Makefile").read_text(), re.MULTILINE)
+    assert pinned is not None
+    assert f"'uv=={pinned.group(1)}'" in (DOCKER / "install.sh").read_text()
+
+
+@pytest.mark.slow
 def test_the_install_step_yields_a_working_shoal_outside_the_source_tree(tmp_path: Path) -> None:
     source = tmp_path / "src"
     copy_context(source)

@@ -20,7 +20,7 @@ python="${PYTHON:-python3}"
 venv="$(cd "$venv" && pwd)"
 # uv does the install (pip only installs uv): parallel fetches and a wheel cache, as `make install` does.
 "$venv/bin/python" -m pip install --quiet 'uv==0.13.9'
-UV_SYSTEM_CERTS=1 "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" "$source_dir[s3]"  # warc may upload to S3
+UV_SYSTEM_CERTS=1 "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" "$source_dir[s3]"  # warc may upload to S3
 # Fail the build now if a package did not make it into the install (from /, not the source tree).
 cd /
 "$venv/bin/python" -c "import utils.cli.main, utils.observability.metrics, kafka_monitor.main, redis_monitor.main, rest.main, crawler.main, sink.main"

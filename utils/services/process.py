@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -31,17 +32,48 @@ class ServiceError(ShoalError):
     """A local service could not be started, did not answer in time, or died while starting."""
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LISTEN_PORTS_FROM = 10000  # ports below are the well-known and registered services' usual ones
+PORT_TRIES = 200
+POOL_MIN = 1000  # a smaller pool (an ephemeral range that leaves little room): the kernel picks
+
+
+def listen_port_pool() -> range:
+    """Ports outside the kernel's ephemeral range (from which every outgoing connection takes its
+    local port): a port handed out here cannot be taken by some client's connection before the
+    service binds it, as a port the kernel picked (bind to port 0) can on a busy machine."""
+    try:
+        low, high = (int(n) for n in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    below, above = range(LISTEN_PORTS_FROM, low), range(high + 1, 65536)
+    return below if len(below) >= len(above) else above
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports free right now (all held open together, so they never repeat)."""
+    """`count` distinct ports free right now, outside the ephemeral range when it leaves room (all
+    held open together, so they never repeat); else ports the kernel picks."""
+    pool = listen_port_pool()
     with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for sock in socks:
+        socks: list[socket.socket] = []
+        for port in random.sample(pool, min(PORT_TRIES, len(pool))) if len(pool) >= POOL_MIN else []:
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            socks.append(sock)
+            if len(socks) == count:
+                break
+        while len(socks) < count:
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             sock.bind((host, 0))
+            socks.append(sock)
         return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port free right now; another process may still take it before the service binds it."""
+    """A port free right now; another server may still bind it before the service does."""
     return free_ports(1, host)[0]
 
 

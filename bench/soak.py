@@ -12,10 +12,12 @@ two cores can fetch: a fall in pages/s is the node's, not the neighbours'. The w
 ends before the reference minute 30, so every host is known by then and growth after it is a leak.
 Host indexes are revisited (the crawl's `revisit` policy, ahead of new pages).
 Every --report-every seconds (300 by default) one line: pages/s since the last line, load average,
-memory (private/PSS) and open fds of every process (components and services), Redis used_memory and key count,
-queued requests, the kafka monitor's and the sink's consumer lag, PostgreSQL table sizes.
+memory (private/PSS) and open fds (own + site connections) of every process (components and services),
+Redis used_memory and key count, queued requests, the kafka monitor's and the sink's consumer lag,
+PostgreSQL table sizes.
 At the end the targets: pages/s of the last 30 minutes >= 0.95 x the first 30 after warm-up;
-every process's private memory (USS; PSS is shown beside it) and fds within +10 %, the largest of the
+every process's private memory (USS; PSS is shown beside it) and own fds (its connections to the
+site apart: they move between the crawlers with the leases) within +10 %, the largest of the
 run's last window against the largest of the window from minute 30; Redis memory per queued
 request within +10 % of minute 30's; no ERROR or CRITICAL log line that is not about the site
 (for runs shorter than an hour the halves of the run after the first report stand in for those windows).
@@ -65,7 +67,8 @@ REDIS_MAXMEMORY = "6gb"
 HOSTS_PER_SERVER = 5000  # one listening socket per host and one per crawler connection, under 20,000 open files
 # Host indexes come back every 30 to 120 minutes, ahead of the crawl's new pages (priority 1).
 REVISIT = {"interval": 1800, "min": 1800, "max": 7200, "pages": r"^http://127\.1\.\d+\.\d+:\d+/$", "priority": 50}
-SITE_ERRORS = ("127.1.", "127.2.0.1")  # a log line naming the site's hosts is about the site
+SITE_ADDRESSES = ("127.1.", "127.2.0.1")  # the site's hosts and its hub
+SITE_ERRORS = SITE_ADDRESSES  # a log line naming the site's hosts is about the site
 
 
 def serve_slice(hosts: int, pages: int, port: int, part: int, parts: int) -> None:
@@ -86,25 +89,37 @@ def processes(cluster: TestCluster, postgres: Postgres) -> dict[str, int]:
     return found
 
 
+def _site_connections(member: psutil.Process) -> int:
+    """The process's TCP connections to the site's hosts: they follow the hosts it happens to fetch."""
+    try:
+        return sum(1 for c in member.net_connections(kind="tcp") if c.raddr and c.raddr.ip.startswith(SITE_ADDRESSES))
+    except psutil.Error:
+        return 0
+
+
 def _usage(pid: int) -> dict[str, float]:
     """Memory and fds of a process and its children (PostgreSQL's backends, the sink's extract pool).
 
     `private_mib` (USS) is the leak figure: memory no other process maps. `pss_mib` adds each shared
     page's share: it grows with PostgreSQL's shared buffers as they fill with the tables (a fixed
-    `shared_buffers` pool, not a leak), and summing RSS would count that pool once per backend."""
+    `shared_buffers` pool, not a leak), and summing RSS would count that pool once per backend.
+    `own_fds` leaves out the connections to the site (`site_connections`): two crawlers share the
+    hosts, and which of them holds a host's connection moves with the leases each one pops."""
     try:
         proc = psutil.Process(pid)
         family = [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return {"private_mib": 0.0, "pss_mib": 0.0, "fds": 0}
-    uss, pss, fds = 0, 0, 0
+        return {"private_mib": 0.0, "pss_mib": 0.0, "fds": 0, "own_fds": 0, "site_connections": 0}
+    uss, pss, fds, site = 0, 0, 0, 0
     for member in family:
         try:
             memory = member.memory_full_info()
             uss, pss, fds = uss + memory.uss, pss + memory.pss, fds + member.num_fds()
         except psutil.Error:
             continue
-    return {"private_mib": round(uss / MIB, 1), "pss_mib": round(pss / MIB, 1), "fds": fds}
+        site += _site_connections(member)
+    return {"private_mib": round(uss / MIB, 1), "pss_mib": round(pss / MIB, 1), "fds": fds, "own_fds": fds - site,
+            "site_connections": site}  # fmt: skip
 
 
 def table_sizes(postgres: Postgres) -> dict[str, float]:
@@ -131,7 +146,7 @@ def sample(cluster: TestCluster, postgres: Postgres, client: Any, lag: GroupLagC
 
 def report(previous: dict[str, Any], now: dict[str, Any], began: float) -> str:
     rate = (now["crawled"] - previous["crawled"]) / max(now["t"] - previous["t"], 1e-9)
-    procs = " ".join(f"{n}={p['private_mib']}/{p['pss_mib']}MiB/{p['fds']}fd"
+    procs = " ".join(f"{n}={p['private_mib']}/{p['pss_mib']}MiB/{p['own_fds']}+{p['site_connections']}fd"
                      for n, p in sorted(now["processes"].items()))  # fmt: skip
     lag = " ".join(f"{n}={v}" for n, v in sorted(now["lag"].items()))
     tables = " ".join(f"{n}={v}" for n, v in now["tables_mib"].items())
@@ -185,8 +200,8 @@ def targets(
                "tables_mib_end": samples[-1]["tables_mib"]}  # fmt: skip
     checks = {
         "late pages/s >= 0.95x early": late >= 0.95 * early,
-        "every process's private memory and fds within +10 %": all(
-            p[k] <= GROWTH for p in growth.values() for k in ("private_mib", "fds")),
+        "every process's private memory and own fds within +10 %": all(
+            p[k] <= GROWTH for p in growth.values() for k in ("private_mib", "own_fds")),
         "Redis bytes per queued request within +10 %": redis_growth <= GROWTH,
         "no error in the logs that is not about the site": not errors,
     }  # fmt: skip

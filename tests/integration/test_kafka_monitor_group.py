@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
-from tests.integration.test_kafka_monitor_outage import committed_offsets
 from tests.support.cluster import Component, TestCluster
 from tests.support.frontier_keys import in_shard, progress_hash
-from tests.support.kafka import produce
+from tests.support.kafka import GroupOffsets, produce
 from tests.support.services import wait_until
 from utils.config.clients import ensure_topics, redis_client
 from utils.frontier import keys, stored_requests
@@ -62,26 +60,7 @@ def assignment(component: Component) -> set[int]:
     return {int(p.rsplit("/", 1)[1]) for p in assigned[-1]["partitions"]} if assigned else set()
 
 
-class CommittedOffsets:
-    """The group's committed offsets, asked through one consumer kept open: a fresh one per look costs
-    ~0.1 s, during which the victim stays frozen and the burst does not move."""
-
-    def __init__(self, cluster: TestCluster) -> None:
-        settings = cluster.settings
-        self.topic = settings.incoming_topic
-        self.consumer = Consumer({"bootstrap.servers": settings.get_list("KAFKA_HOSTS")[0],
-                                  "group.id": settings.get_str("KAFKA_GROUP"),
-                                  "enable.auto.commit": False})  # fmt: skip
-
-    def __call__(self, partitions: set[int]) -> dict[int, int]:
-        found = self.consumer.committed([TopicPartition(self.topic, p) for p in sorted(partitions)], timeout=10)
-        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-def written_not_committed(cluster: TestCluster, partitions: set[int], committed: CommittedOffsets) -> bool:
+def written_not_committed(cluster: TestCluster, partitions: set[int], committed: GroupOffsets) -> bool:
     """Whether one of `partitions` has a batch in Redis whose offsets the group has not committed."""
     r = redis_client(cluster.settings)
     marks = {}
@@ -99,7 +78,8 @@ def kill_mid_batch(cluster: TestCluster, victim: Component, timeout: float = 60)
     Between looks it runs for 2 to 20 ms in turn: a short slice alone can pass by a window that a
     loaded machine only opens for a few milliseconds of the victim's time."""
     partitions = assignment(victim)
-    committed = CommittedOffsets(cluster)
+    bootstrap, group = cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.get_str("KAFKA_GROUP")
+    committed = GroupOffsets(bootstrap, group, cluster.settings.incoming_topic)
     deadline = time.monotonic() + timeout
     try:
         for slice_ms in itertools.cycle(range(2, 21, 3)):
@@ -148,7 +128,8 @@ def test_two_monitors_share_a_burst_and_a_killed_ones_batch_is_replayed_once(clu
                message=f"only {enqueued(cluster)} of {MESSAGES} requests were queued")  # fmt: skip
     topic = cluster.settings.incoming_topic
     bootstrap, group = cluster.settings.get_list("KAFKA_HOSTS")[0], cluster.settings.get_str("KAFKA_GROUP")
-    wait_until(lambda: sum(committed_offsets(bootstrap, group, topic).values()) == MESSAGES, timeout=30)
+    with GroupOffsets(bootstrap, group, topic) as committed:
+        wait_until(lambda: committed.total() == MESSAGES, timeout=30)
     assert survivor.alive()
 
     r = redis_client(cluster.settings)

@@ -11,11 +11,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from kafka_monitor.monitor import KafkaMonitor
 from tests.support.cluster import TestCluster
-from tests.support.kafka import TopicReader
+from tests.support.kafka import GroupOffsets, TopicReader
 from tests.support.services import wait_until
 from utils.config.clients import ensure_topics, redis_client
 from utils.frontier import keys, stored_requests
@@ -32,21 +32,6 @@ def produce_in_order(bootstrap: str, topic: str, messages: list[dict]) -> None:
     for message in messages:
         producer.produce(topic, json.dumps(message), partition=0)
     assert producer.flush(30) == 0
-
-
-def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    """partition -> the group's committed offset (the next to read; absent = nothing committed)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
-    finally:
-        consumer.close()
-    return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
-
-
-def committed(bootstrap: str, group: str, topic: str) -> int:
-    return sum(committed_offsets(bootstrap, group, topic).values())
 
 
 @pytest.mark.timeout(120)
@@ -67,24 +52,25 @@ def test_redis_outage_holds_the_batch_and_resumes_without_loss_or_reordering(
         ensure_topics(settings, [settings.incoming_topic])
         outbound = TopicReader(bootstrap, settings.topic("outbound_firehose"))
         km = KafkaMonitor.from_settings(settings)
+        committed = GroupOffsets(bootstrap, group, settings.incoming_topic)
         try:
             produce_in_order(bootstrap, settings.incoming_topic, crawls[:3])
             wait_until(lambda: km.run_once(), timeout=30, interval=0)
-            wait_until(lambda: committed(bootstrap, group, settings.incoming_topic) == 3, timeout=10)
+            wait_until(lambda: committed.total() == 3, timeout=10)
 
             own.redis.stop()
             produce_in_order(bootstrap, settings.incoming_topic, crawls[3:])
             worker = threading.Thread(target=lambda: wait_until(lambda: km.run_once(), timeout=60, interval=0))
             worker.start()
             wait_until(lambda: _logged(caplog, "Redis unavailable; batch kept, retrying") >= 2, timeout=30)
-            assert committed(bootstrap, group, settings.incoming_topic) == 3  # the batch in hand is not committed
+            assert committed.total() == 3  # the batch in hand is not committed
             assert km.consumer.paused()  # and nothing more is read meanwhile
 
             own.redis.start()
             own.redis.wait_ready(30)
             worker.join(60)
             assert not worker.is_alive()
-            wait_until(lambda: committed(bootstrap, group, settings.incoming_topic) == 8, timeout=10)
+            wait_until(lambda: committed.total() == 8, timeout=10)
             assert not km.consumer.paused()
             assert _logged(caplog, "Redis is back; resuming") == 1
 
@@ -97,6 +83,7 @@ def test_redis_outage_holds_the_batch_and_resumes_without_loss_or_reordering(
         finally:
             km.close()
             outbound.close()
+            committed.close()
 
 
 def _logged(caplog: pytest.LogCaptureFixture, message: str) -> int:

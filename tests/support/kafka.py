@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 # Not the reader's failure: no topic yet, or a broker restarting (the fault tests restart Kafka).
 PASSING_ERRORS = (
@@ -27,6 +27,35 @@ def produce(bootstrap: str, topic: str, messages: Iterable[Any]) -> None:
         producer.produce(topic, value)
     remaining = producer.flush(30)
     assert remaining == 0, f"{remaining} messages were not confirmed by the broker"
+
+
+class GroupOffsets:
+    """A consumer group's committed offsets on one topic (partition -> the next offset it reads;
+    absent: nothing committed), asked through one consumer kept open: a fresh one per look costs
+    ~0.1 s, long enough for a test that freezes a process between looks to miss its moment."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.topic = topic
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+
+    def __call__(self, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        if partitions is None:
+            partitions = self.consumer.list_topics(self.topic, timeout=10).topics[self.topic].partitions
+        found = self.consumer.committed([TopicPartition(self.topic, p) for p in sorted(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+
+    def total(self) -> int:
+        """Messages the group has committed over all the topic's partitions."""
+        return sum(self().values())
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def __enter__(self) -> GroupOffsets:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 class TopicReader:

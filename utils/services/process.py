@@ -50,25 +50,33 @@ def listen_port_pool() -> range:
     return below if len(below) >= len(above) else above
 
 
+def _candidate_ports() -> list[int]:
+    """Ports to try, in random order: some of the listening pool, none if the pool is too small."""
+    pool = listen_port_pool()
+    return random.sample(pool, min(PORT_TRIES, len(pool))) if len(pool) >= POOL_MIN else []
+
+
+def _bound(sock: socket.socket, host: str, port: int) -> bool:
+    try:
+        sock.bind((host, port))
+    except OSError:
+        return False
+    return True
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     """`count` distinct ports free right now, outside the ephemeral range when it leaves room (all
-    held open together, so they never repeat); else ports the kernel picks."""
-    pool = listen_port_pool()
+    held open together, so they never repeat); else ports the kernel picks (port 0)."""
     with contextlib.ExitStack() as stack:
         socks: list[socket.socket] = []
-        for port in random.sample(pool, min(PORT_TRIES, len(pool))) if len(pool) >= POOL_MIN else []:
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            try:
-                sock.bind((host, port))
-            except OSError:
-                continue
-            socks.append(sock)
+        for port in [*_candidate_ports(), *[0] * count]:
             if len(socks) == count:
                 break
-        while len(socks) < count:
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            socks.append(sock)
+            if _bound(sock, host, port):
+                socks.append(sock)
+        if len(socks) < count:
+            raise OSError(f"{host}: only {len(socks)} of {count} free ports found")
         return [int(sock.getsockname()[1]) for sock in socks]
 
 

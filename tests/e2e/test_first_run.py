@@ -1,9 +1,9 @@
 """`make run` wherever a new user clones Shoal (issue 36), checked end to end with real services.
 
-As root, a checkout in a 0700 directory of /root with a space in its path: a first `make run`, a
-second while the node still runs, one after `shoal down`, and one after the checkout moved while its
-node ran (the venv is made again, the node restarted from the new place, PostgreSQL's data found
-again). As a throwaway unprivileged user with sudo and a
+As root, a checkout in a 0700 directory of /root with a space in its path: a first `make run`, then
+(one test each, each from its own first run) a second while the node still runs, one after `shoal
+down`, and one after the checkout moved while its node ran (the venv is made again, the node
+restarted from the new place, PostgreSQL's data found again). As a throwaway unprivileged user with sudo and a
 0700 home: a first `make run`. Each time the demo crawl must land in Kafka and in PostgreSQL.
 """
 
@@ -56,38 +56,51 @@ def root_home() -> Iterator[Path]:
     shutil.rmtree(base, ignore_errors=True)
 
 
-def test_make_run_as_root_from_a_0700_home_with_a_space_again_after_down_and_after_a_move(root_home: Path) -> None:
+@pytest.fixture
+def root_node(root_home: Path) -> Iterator[FirstRun]:
+    """A checkout at "my shoal" in `root_home` whose first `make run` landed its demo crawl; its node
+    is stopped, and its PostgreSQL data (kept outside the home when root) removed, afterwards.
+
+    Each test of a later `make run` starts from its own first one, so none of them takes the time of
+    all (the slowest test of the suite is bound, issue 47)."""
     node = FirstRun.create(copy_checkout(root_home / "my shoal"), os.environ)
     data_root = None
     try:
         _landed(node, node.make_run())
-        node.leave_marker()
-        first_place = str(node.checkout)
-
-        again = node.make_run()  # the node is still up: `shoal up` says so, the demo crawls again
-        assert "is already running" in node.outputs[-1]
-        _landed(node, again)
-
         status = json.loads(node.shoal("status", "--json").stdout)
         data = Path(status["data"]["postgres"])
         assert (data / "PG_VERSION").exists()
         if is_root():  # PostgreSQL runs as `postgres`: its data outside the 0700 home, by node id
             assert not data.is_relative_to(root_home), data
             data_root = data.parent
-
-        assert node.shoal("down").returncode == 0, node.transcript()
-        _landed(node, node.make_run())
-        assert node.marker() == first_place  # the same PostgreSQL data directory after down and up
-
-        node.move_to(root_home / "moved here" / "shoal")  # while the node runs
-        _landed(node, node.make_run())
-        assert "the checkout moved from" in node.outputs[-1]
-        assert "before it moved: restarting it" in node.outputs[-1]
-        assert node.marker() == first_place  # the moved node found its PostgreSQL data again
+        node.leave_marker()
+        yield node
     finally:
         node.cleanup()
         if data_root is not None:
             shutil.rmtree(data_root, ignore_errors=True)
+
+
+def test_make_run_as_root_from_a_0700_home_with_a_space_again_while_the_node_runs(root_node: FirstRun) -> None:
+    again = root_node.make_run()  # the node is still up: `shoal up` says so, the demo crawls again
+    assert "is already running" in root_node.outputs[-1]
+    _landed(root_node, again)
+
+
+def test_make_run_as_root_after_shoal_down_finds_its_postgresql_data_again(root_node: FirstRun) -> None:
+    first_place = str(root_node.checkout)
+    assert root_node.shoal("down").returncode == 0, root_node.transcript()
+    _landed(root_node, root_node.make_run())
+    assert root_node.marker() == first_place  # the same PostgreSQL data directory after down and up
+
+
+def test_make_run_as_root_after_the_checkout_moved_while_its_node_ran(root_node: FirstRun, root_home: Path) -> None:
+    first_place = str(root_node.checkout)
+    root_node.move_to(root_home / "moved here" / "shoal")  # while the node runs
+    _landed(root_node, root_node.make_run())
+    assert "the checkout moved from" in root_node.outputs[-1]
+    assert "before it moved: restarting it" in root_node.outputs[-1]
+    assert root_node.marker() == first_place  # the moved node found its PostgreSQL data again
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ tests/unit/test_alert_rules.py checks against alerts.yml. State is per gateway p
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -52,18 +53,24 @@ class KafkaFigures:
         return self._reading.get()
 
     def _read(self) -> Reading:
+        """Each figure on its own: a group whose coordinator the broker is still loading leaves out
+        that group's lag, not the dead letters or the other group's lag."""
         try:
             if self._clients is None:
                 from utils.config.clients import kafka_admin, kafka_consumer
 
                 self._clients = (kafka_admin(self.settings), kafka_consumer(self.settings, [], None))
-            admin, consumer = self._clients
-            lags = {component: read_group_lag(admin, consumer, group, topics, 1, 0).lag
-                    for component, (group, topics) in lag_groups(self.settings).items()}  # fmt: skip
-            return self._dead_letters(consumer), lags
         except Exception as exc:  # a broker away: no Kafka conditions this refresh
             log.warning("Alert figures from Kafka failed", extra={"error": str(exc)})
             return None, {}
+        admin, consumer = self._clients
+        dead = _or_none("the dead letters", lambda: self._dead_letters(consumer))
+        lags = {}
+        for component, (group, topics) in lag_groups(self.settings).items():
+            lag = _or_none(f"the {component} lag", functools.partial(_lag, admin, consumer, group, topics))
+            if lag is not None:
+                lags[component] = lag
+        return dead, lags
 
     def _dead_letters(self, consumer: Any) -> int:
         """Records of the dead-letter topic whose timestamp is within the window (none read)."""
@@ -81,6 +88,19 @@ class KafkaFigures:
         if self._clients is not None:
             for client in self._clients:
                 client.close()
+
+
+def _lag(admin: Any, consumer: Any, group: str, topics: list[str]) -> int:
+    return read_group_lag(admin, consumer, group, topics, 1, 0).lag
+
+
+def _or_none(figure: str, read: Callable[[], int]) -> int | None:
+    """`read()`, or None (logged) when Kafka fails it: no condition from that figure this refresh."""
+    try:
+        return read()
+    except Exception as exc:
+        log.warning("Alert figures from Kafka failed", extra={"figure": figure, "error": str(exc)})
+        return None
 
 
 class Alerts:

@@ -94,7 +94,9 @@ def test_a_node_killed_whole_mid_crawl_loses_no_page(shared: list[str], services
                 fed = shoal(alpha, "feed", json.dumps({"url": seed, "appid": "scale", "crawlid": "two-nodes",
                                                        "maxdepth": 10, "deny_extensions": []}))  # fmt: skip
                 assert fed.returncode == 0, fed.stderr
-            firehose.wait_for(lambda got: len(got) >= len(expected) // 4, timeout=90, message="the crawl never started")
+            # an eighth in: a starved test process reads a few seconds of the crawl late, and the kill
+            # must still find most of it to do
+            firehose.wait_for(lambda got: len(got) >= len(expected) // 8, timeout=90, message="the crawl never started")
             before = len(firehose.messages)
             killed = kill_node(alpha, "alpha", tmp_path / "run")
             firehose.wait_for(lambda got: {p["url"] for p in got} >= expected, timeout=180,
@@ -111,7 +113,7 @@ def test_a_node_killed_whole_mid_crawl_loses_no_page(shared: list[str], services
     print(f"\nscale-out: {len(expected)} pages expected, {len(pages)} distinct arrived, lost {len(lost)}, "
           f"duplicated {duplicated}; node alpha killed after {before} pages ({killed} processes); "
           f"{page_bytes:.0f} bytes per page message")  # fmt: skip
-    assert before < len(expected) / 2  # the node died mid-crawl
+    assert before < len(expected) * 3 / 4  # the node died mid-crawl, with much of it still to do
     assert len(partitions) == 1  # keyed by crawlid: one crawl's pages keep their order in one partition
     assert not lost
     assert set(pages) >= expected

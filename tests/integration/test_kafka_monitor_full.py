@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kafka_monitor.monitor import KafkaMonitor
-from tests.integration.test_kafka_monitor_outage import committed, produce_in_order
+from tests.integration.test_kafka_monitor_outage import produce_in_order
 from tests.support.cluster import TestCluster
-from tests.support.kafka import TopicReader
+from tests.support.kafka import GroupOffsets, TopicReader
 from tests.support.services import wait_until
 from utils.config.clients import ensure_topics, redis_client
 from utils.frontier import keys
@@ -41,19 +41,18 @@ def test_a_full_redis_answers_frontier_full_and_dead_letters_instead_of_queued(
         dead = TopicReader(bootstrap, settings.topic("dead_letter"))
         r = redis_client(settings)
         km = KafkaMonitor.from_settings(settings)
+        committed = GroupOffsets(bootstrap, group, settings.incoming_topic)
         try:
             produce_in_order(bootstrap, settings.incoming_topic, crawls[:1])
-            wait_until(lambda: km.run_once() and committed(bootstrap, group, settings.incoming_topic) == 1, timeout=30)
+            wait_until(lambda: km.run_once() and committed.total() == 1, timeout=30)
             assert r.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
             r.config_set("maxmemory", 1)  # full: every write refused
 
             produce_in_order(bootstrap, settings.incoming_topic, crawls[1:4])
-            wait_until(lambda: km.run_once() is not None and committed(bootstrap, group, settings.incoming_topic) == 4,
-                       timeout=30)  # fmt: skip
+            wait_until(lambda: km.run_once() is not None and committed.total() == 4, timeout=30)
             r.config_set("maxmemory", 0)
             produce_in_order(bootstrap, settings.incoming_topic, crawls[4:])
-            wait_until(lambda: km.run_once() is not None and committed(bootstrap, group, settings.incoming_topic) == 5,
-                       timeout=30)  # fmt: skip
+            wait_until(lambda: km.run_once() is not None and committed.total() == 5, timeout=30)
 
             answers = {a.get("uuid"): a for a in outbound.wait_for(lambda got: len(got) >= 5, timeout=15)}
             assert [answers[f"f{i}"].get("status") for i in (0, 4)] == ["queued", "queued"]
@@ -68,3 +67,4 @@ def test_a_full_redis_answers_frontier_full_and_dead_letters_instead_of_queued(
             km.close()
             outbound.close()
             dead.close()
+            committed.close()

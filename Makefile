@@ -19,7 +19,7 @@ TOXIPROXY_VERSION := 2.5.0
 TOXIPROXY := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal/toxiproxy-$(TOXIPROXY_VERSION)/toxiproxy-server
 PYTEST_ARGS ?=
 K ?=  # `make test K=redis_monitor`: only the tests pytest -k selects (with the services they start), no lint/typecheck/docs
-TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)  # xdist workers of the parallel phase, one per core, each with its own services (docs/operations/tests.md)
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))  # xdist workers of the parallel phase, one more than the cores (most tests wait), each with its own services (docs/operations/tests.md)
 DEMO_ARGS ?=  # e.g. --port 8282 --pages 50 (see `shoal demo --help`)
 
 .PHONY: helm toxiproxy run test test-fast lint typecheck docs bench install install-test system-deps test-system-deps bench-system-deps debian-packages kafka down status clean

@@ -1,9 +1,9 @@
 """`make run` wherever a new user clones Shoal (issue 36), checked end to end with real services.
 
-As root, a checkout in a 0700 directory of /root with a space in its path: a first `make run`, then
-(one test each, each from its own first run) a second while the node still runs, one after `shoal
-down`, and one after the checkout moved while its node ran (the venv is made again, the node
-restarted from the new place, PostgreSQL's data found again). As a throwaway unprivileged user with sudo and a
+As root, a checkout in a 0700 directory of /root with a space in its path: a first `make run` (the
+module's fixture), then, one test each, in any order: a `make run` while the node still runs, one
+after `shoal down`, and one after the checkout moved while its node ran (the venv is made again,
+the node restarted from the new place, PostgreSQL's data found again). As a throwaway unprivileged user with sudo and a
 0700 home: a first `make run`. Each time the demo crawl must land in Kafka and in PostgreSQL.
 """
 
@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def _landed(node: FirstRun, crawlid: str) -> int:
     return len(pages)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def root_home() -> Iterator[Path]:
     """A directory of root's own 0700 home (or, run as another user, of a 0700 temp dir)."""
     base = Path(tempfile.mkdtemp(prefix="shoal-first-run-", dir=Path.home() if is_root() else None))
@@ -56,13 +57,15 @@ def root_home() -> Iterator[Path]:
     shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def root_node(root_home: Path) -> Iterator[FirstRun]:
     """A checkout at "my shoal" in `root_home` whose first `make run` landed its demo crawl; its node
-    is stopped, and its PostgreSQL data (kept outside the home when root) removed, afterwards.
+    is stopped, and its PostgreSQL data (kept outside the home when root) removed, after the module.
 
-    Each test of a later `make run` starts from its own first one, so none of them takes the time of
-    all (the slowest test of the suite is bound, issue 47)."""
+    The tests below share it in any order: each leaves the node running from wherever the checkout
+    now is, with the marker of the first run's data, which is all the next one needs. Apart, each
+    stays within the suite's bound for one test (issue 47); sharing the first run, the module makes
+    one venv fewer."""
     node = FirstRun.create(copy_checkout(root_home / "my shoal"), os.environ)
     data_root = None
     try:
@@ -88,15 +91,18 @@ def test_make_run_as_root_from_a_0700_home_with_a_space_again_while_the_node_run
 
 
 def test_make_run_as_root_after_shoal_down_finds_its_postgresql_data_again(root_node: FirstRun) -> None:
-    first_place = str(root_node.checkout)
+    first_place = root_node.marker()
+    assert first_place is not None
     assert root_node.shoal("down").returncode == 0, root_node.transcript()
     _landed(root_node, root_node.make_run())
     assert root_node.marker() == first_place  # the same PostgreSQL data directory after down and up
 
 
 def test_make_run_as_root_after_the_checkout_moved_while_its_node_ran(root_node: FirstRun, root_home: Path) -> None:
-    first_place = str(root_node.checkout)
-    root_node.move_to(root_home / "moved here" / "shoal")  # while the node runs
+    first_place = root_node.marker()
+    assert first_place is not None
+    moved = root_home / f"moved {uuid.uuid4().hex[:6]}" / "shoal"
+    root_node.move_to(moved)  # while the node runs
     _landed(root_node, root_node.make_run())
     assert "the checkout moved from" in root_node.outputs[-1]
     assert "before it moved: restarting it" in root_node.outputs[-1]

@@ -3,8 +3,9 @@
 As root, a checkout in a 0700 directory of /root with a space in its path: a first `make run` (the
 module's fixture), then, one test each, in any order: a `make run` while the node still runs, one
 after `shoal down`, and one after the checkout moved while its node ran (the venv is made again,
-the node restarted from the new place, PostgreSQL's data found again). As a throwaway unprivileged user with sudo and a
-0700 home: a first `make run`. Each time the demo crawl must land in Kafka and in PostgreSQL.
+the node restarted from the new place, PostgreSQL's data found again). As a throwaway
+unprivileged user with sudo and a 0700 home: a first `make run`. Each time the demo crawl must
+land in Kafka and in PostgreSQL.
 """
 
 from __future__ import annotations

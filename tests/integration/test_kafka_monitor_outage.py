@@ -41,7 +41,7 @@ def test_redis_outage_holds_the_batch_and_resumes_without_loss_or_reordering(
 ) -> None:
     bootstrap = cluster.settings.get_list("KAFKA_HOSTS")[0]
     group = cluster.settings.get_str("KAFKA_GROUP")
-    crawls = [{"url": f"http://shop.com/{i}", "appid": "testapp", "crawlid": "outage", "uuid": f"u{i}"}
+    crawls = [{"url": f"http://127.0.41.1/{i}", "appid": "testapp", "crawlid": "outage", "uuid": f"u{i}"}
               for i in range(8)]  # fmt: skip
     caplog.set_level(logging.INFO, logger="kafka_monitor")
     with start_local_services(tmp_path / "own-redis", services=["redis"]) as own:
@@ -75,8 +75,8 @@ def test_redis_outage_holds_the_batch_and_resumes_without_loss_or_reordering(
             assert _logged(caplog, "Redis is back; resuming") == 1
 
             r = redis_client(settings)
-            members = r.zrange(keys.queue("link", "shop.com"), 0, -1)
-            urls = [stored_requests.read(r, "link", "shop.com", m)["url"] for m in members]
+            members = r.zrange(keys.queue("link", "127.0.41.1"), 0, -1)
+            urls = [stored_requests.read(r, "link", "127.0.41.1", m)["url"] for m in members]
             assert urls == [c["url"] for c in crawls]  # all of them, once each, in the topic's order
             acks = outbound.wait_for(lambda got: len(got) >= 8, timeout=15)
             assert sorted(a["uuid"] for a in acks) == sorted(c["uuid"] for c in crawls)
@@ -108,7 +108,7 @@ def test_no_batch_is_written_past_one_that_failed(cluster: TestCluster, tmp_path
         dispatcher = Dispatcher(load_plugins(settings.get_dict("KAFKA_MONITOR_PLUGINS"), settings))
 
         def batch(offsets: range) -> Batch:
-            values = [b'{"url": "http://order.com/%d", "appid": "testapp", "crawlid": "o"}' % i for i in offsets]
+            values = [b'{"url": "http://127.0.41.2/%d", "appid": "testapp", "crawlid": "o"}' % i for i in offsets]
             return dispatcher.process([Record("in", 0, i, v) for i, v in zip(offsets, values, strict=True)], Batch())
 
         first, second = batch(range(0, 5)), batch(range(5, 10))
@@ -124,4 +124,4 @@ def test_no_batch_is_written_past_one_that_failed(cluster: TestCluster, tmp_path
                 writer.finish(group)
             assert writer.write_all(held.requests, held.commands).count("queued") == 5
         writer.close()
-        assert client.zcard(keys.queue("link", "order.com")) == 10
+        assert client.zcard(keys.queue("link", "127.0.41.2")) == 10
